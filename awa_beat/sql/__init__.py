@@ -1,0 +1,51 @@
+"""The SQL awa-beat runs, loaded by name from ``queries.sql`` and the migration files."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from typing_extensions import LiteralString
+
+_HEADER = re.compile(r"^-- ([a-z0-9_]+) --$", re.MULTILINE)
+
+
+def parse_queries(text: str) -> dict[str, LiteralString]:
+    """Split a file of ``-- name --`` sections into ``{name: sql}``.
+
+    Comment lines right under a header describe the query and are dropped;
+    text before the first header is the file's preamble and is ignored.
+    """
+    parts = _HEADER.split(text)
+    queries: dict[str, LiteralString] = {}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        lines = body.strip().splitlines()
+        while lines and lines[0].startswith("--"):
+            lines.pop(0)
+        sql = "\n".join(lines).strip()
+        if name in queries:
+            raise ValueError(f"query {name!r} is defined twice")
+        if not sql:
+            raise ValueError(f"query {name!r} is empty")
+        queries[name] = cast("LiteralString", sql)
+    return queries
+
+
+def _read(name: str) -> str:
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
+queries = parse_queries(_read("queries.sql"))
+
+
+def migration_files() -> list[tuple[int, str, LiteralString]]:
+    """The migration scripts as ``(version, description, sql)``, in version order."""
+    found = []
+    for entry in resources.files(__package__).joinpath("migrations").iterdir():
+        match = re.fullmatch(r"(\d{4})_([a-z0-9_]+)\.sql", entry.name)
+        if match:
+            sql = cast("LiteralString", entry.read_text(encoding="utf-8"))
+            found.append((int(match[1]), match[2].replace("_", " "), sql))
+    return sorted(found)

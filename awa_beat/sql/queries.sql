@@ -1,0 +1,190 @@
+-- Every SQL statement awa-beat runs, each under a `-- name --` header and loaded by
+-- name (awa_beat/sql/__init__.py). Only awa_beat/store.py and awa_beat/schema.py use them.
+-- Values are always bound parameters.
+
+-- awa_schema_version --
+-- Awa's schema version; run only once has_awa_schema_version said the table exists.
+SELECT max(version) AS version FROM awa.schema_version;
+
+-- has_awa_schema_version --
+-- Whether Awa itself is installed: it owns the awa schema then, and we never change it.
+SELECT to_regclass('awa.schema_version') IS NOT NULL AS present;
+
+-- lock_migrations --
+-- Serialise concurrent migrations across replicas; the lock is ours, never Awa's.
+SELECT pg_advisory_xact_lock(%(key)s);
+
+-- create_bookkeeping --
+CREATE SCHEMA IF NOT EXISTS awa_beat;
+CREATE TABLE IF NOT EXISTS awa_beat.schema_version (
+    version     INTEGER PRIMARY KEY,
+    description TEXT NOT NULL,
+    applied_at  TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+
+-- applied_migrations --
+SELECT version FROM awa_beat.schema_version ORDER BY version;
+
+-- record_migration --
+INSERT INTO awa_beat.schema_version (version, description) VALUES (%(version)s, %(description)s);
+
+-- cron_tables_present --
+SELECT to_regclass('awa.cron_jobs') IS NOT NULL AS cron_jobs,
+       to_regclass('awa.jobs') IS NOT NULL AS jobs;
+
+-- upsert_schedules --
+-- Additive sync of a whole schedule in one round trip. New rows get their cursor
+-- set to the second they were registered, so neither awa-beat nor Awa fires a time
+-- from before the schedule existed. Existing rows keep last_enqueued_at, created_at
+-- and the pause; a row is only rewritten (and updated_at bumped) when its
+-- definition changed, so watchers of updated_at see real changes only.
+WITH input AS (
+    SELECT *
+      FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(
+           name text, cron_expr text, timezone text, kind text, queue text, args jsonb,
+           priority smallint, max_attempts smallint, tags text[], metadata jsonb,
+           missed_fire_policy text)
+), upserted AS (
+    INSERT INTO awa.cron_jobs AS c (
+           name, cron_expr, timezone, kind, queue, args, priority, max_attempts, tags,
+           metadata, missed_fire_policy, last_enqueued_at)
+    SELECT name, cron_expr, timezone, kind, queue, args, priority, max_attempts, tags,
+           metadata, missed_fire_policy, date_trunc('second', now())
+      FROM input
+    ON CONFLICT (name) DO UPDATE
+       SET cron_expr = EXCLUDED.cron_expr, timezone = EXCLUDED.timezone,
+           kind = EXCLUDED.kind, queue = EXCLUDED.queue, args = EXCLUDED.args,
+           priority = EXCLUDED.priority, max_attempts = EXCLUDED.max_attempts,
+           tags = EXCLUDED.tags, metadata = EXCLUDED.metadata,
+           missed_fire_policy = EXCLUDED.missed_fire_policy, updated_at = now()
+     WHERE (c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
+            c.tags, c.metadata, c.missed_fire_policy)
+           IS DISTINCT FROM
+           (EXCLUDED.cron_expr, EXCLUDED.timezone, EXCLUDED.kind, EXCLUDED.queue,
+            EXCLUDED.args, EXCLUDED.priority, EXCLUDED.max_attempts, EXCLUDED.tags,
+            EXCLUDED.metadata, EXCLUDED.missed_fire_policy)
+    RETURNING (xmax = 0) AS inserted
+), owned AS (
+    INSERT INTO awa_beat.schedules AS s (name, deployment)
+    SELECT name, %(deployment)s FROM input
+    ON CONFLICT (name) DO UPDATE SET deployment = EXCLUDED.deployment
+     WHERE s.deployment IS DISTINCT FROM EXCLUDED.deployment
+)
+SELECT count(*) FILTER (WHERE inserted) AS inserted,
+       count(*) FILTER (WHERE NOT inserted) AS updated
+  FROM upserted;
+
+-- fire_batch_standalone --
+-- The atomic fire, batched: one statement advances the cursor of every due schedule
+-- (compare-and-swap on last_enqueued_at, paused_at re-checked in the same UPDATE) and
+-- inserts one job per fire. A schedule whose CAS fails gets no job and no cursor
+-- move; the others still fire. Rows whose values Awa's job limits would reject are
+-- left alone (no job, no cursor move, as Awa does) instead of failing the batch.
+WITH due AS (
+    SELECT * FROM unnest(%(names)s::text[], %(expected)s::timestamptz[],
+                         %(cursors)s::timestamptz[]) AS d(name, expected, cursor)
+), fires AS (
+    SELECT * FROM unnest(%(fire_names)s::text[], %(fire_times)s::timestamptz[])
+                  WITH ORDINALITY AS f(name, fire_time, ord)
+), mark AS (
+    UPDATE awa.cron_jobs c
+       SET last_enqueued_at = due.cursor, updated_at = now()
+      FROM due
+     WHERE c.name = due.name
+       AND c.last_enqueued_at IS NOT DISTINCT FROM due.expected
+       AND c.paused_at IS NULL
+       AND c.priority BETWEEN 1 AND 4 AND c.max_attempts BETWEEN 1 AND 1000
+       AND length(c.kind) <= 200 AND length(c.queue) <= 200 AND cardinality(c.tags) <= 20
+    RETURNING c.name, c.kind, c.queue, c.args, c.priority, c.max_attempts, c.tags, c.metadata
+)
+INSERT INTO awa.jobs (kind, queue, args, state, priority, max_attempts, metadata, tags)
+SELECT m.kind, m.queue, m.args, 'available', m.priority, m.max_attempts,
+       m.metadata || jsonb_build_object('cron_name', m.name, 'cron_fire_time', f.fire_time::text),
+       m.tags
+  FROM mark m JOIN fires f ON f.name = m.name
+ ORDER BY f.ord
+RETURNING id, metadata ->> 'cron_name' AS name, metadata ->> 'cron_fire_time' AS fire_time;
+
+-- fire_batch_awa --
+-- The same atomic batched fire on a database migrated by Awa, where awa.jobs is a
+-- view: jobs go through awa.insert_job_compat, exactly as Awa's own cron does.
+WITH due AS (
+    SELECT * FROM unnest(%(names)s::text[], %(expected)s::timestamptz[],
+                         %(cursors)s::timestamptz[]) AS d(name, expected, cursor)
+), fires AS (
+    SELECT * FROM unnest(%(fire_names)s::text[], %(fire_times)s::timestamptz[])
+                  WITH ORDINALITY AS f(name, fire_time, ord)
+), mark AS (
+    UPDATE awa.cron_jobs c
+       SET last_enqueued_at = due.cursor, updated_at = now()
+      FROM due
+     WHERE c.name = due.name
+       AND c.last_enqueued_at IS NOT DISTINCT FROM due.expected
+       AND c.paused_at IS NULL
+       AND c.priority BETWEEN 1 AND 4 AND c.max_attempts BETWEEN 1 AND 1000
+       AND length(c.kind) <= 200 AND length(c.queue) <= 200 AND cardinality(c.tags) <= 20
+    RETURNING c.name, c.kind, c.queue, c.args, c.priority, c.max_attempts, c.tags, c.metadata
+), ordered AS (
+    SELECT m.*, f.fire_time, f.ord FROM mark m JOIN fires f ON f.name = m.name
+     ORDER BY f.ord
+)
+SELECT j.id, o.name, j.metadata ->> 'cron_fire_time' AS fire_time
+  FROM ordered o CROSS JOIN LATERAL awa.insert_job_compat(
+       o.kind, o.queue, o.args, 'available'::awa.job_state, o.priority, o.max_attempts, NULL,
+       o.metadata || jsonb_build_object('cron_name', o.name, 'cron_fire_time', o.fire_time::text),
+       o.tags, NULL, NULL) AS j;
+
+-- list_schedules --
+SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
+       c.tags, c.metadata, c.missed_fire_policy, c.last_enqueued_at, c.created_at,
+       c.updated_at, c.paused_at, c.paused_by, s.deployment
+  FROM awa.cron_jobs c LEFT JOIN awa_beat.schedules s USING (name)
+ WHERE %(pattern)s::text IS NULL OR c.name LIKE %(pattern)s
+ ORDER BY c.name;
+
+-- get_schedule --
+SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
+       c.tags, c.metadata, c.missed_fire_policy, c.last_enqueued_at, c.created_at,
+       c.updated_at, c.paused_at, c.paused_by, s.deployment
+  FROM awa.cron_jobs c LEFT JOIN awa_beat.schedules s USING (name)
+ WHERE c.name = %(name)s;
+
+-- pause_schedule --
+UPDATE awa.cron_jobs SET paused_at = now(), paused_by = %(by)s, updated_at = now()
+ WHERE name = %(name)s
+RETURNING paused_at;
+
+-- resume_schedule --
+UPDATE awa.cron_jobs SET paused_at = NULL, paused_by = NULL, updated_at = now()
+ WHERE name = %(name)s
+RETURNING name;
+
+-- trigger_standalone --
+-- One job now, whether or not the schedule is paused; the cursor is left alone.
+INSERT INTO awa.jobs (kind, queue, args, state, priority, max_attempts, metadata, tags)
+SELECT kind, queue, args, 'available', priority, max_attempts,
+       metadata || jsonb_build_object('cron_name', name, 'triggered_manually', true), tags
+  FROM awa.cron_jobs WHERE name = %(name)s
+RETURNING id;
+
+-- trigger_awa --
+SELECT j.id
+  FROM awa.cron_jobs c CROSS JOIN LATERAL awa.insert_job_compat(
+       c.kind, c.queue, c.args, 'available'::awa.job_state, c.priority, c.max_attempts, NULL,
+       c.metadata || jsonb_build_object('cron_name', c.name, 'triggered_manually', true),
+       c.tags, NULL, NULL) AS j
+ WHERE c.name = %(name)s;
+
+-- remove_schedule --
+-- Jobs already fired are not touched.
+WITH gone AS (DELETE FROM awa.cron_jobs WHERE name = %(name)s RETURNING name),
+     unowned AS (DELETE FROM awa_beat.schedules WHERE name = %(name)s)
+SELECT count(*) AS removed FROM gone;
+
+-- jobs_for_schedule --
+SELECT id, kind, queue, args, state::text AS state, priority, max_attempts, metadata, tags,
+       created_at, run_at, finalized_at
+  FROM awa.jobs
+ WHERE metadata ->> 'cron_name' = %(name)s
+ ORDER BY id DESC
+ LIMIT %(limit)s;

@@ -1,0 +1,296 @@
+"""All of awa-beat's database access: schedules in ``awa.cron_jobs``, jobs in ``awa.jobs``.
+
+Every statement is a named query from ``sql/queries.sql`` with bound parameters.
+Sessions run in UTC with ISO dates, so timestamps cast to text in SQL come out
+exactly as Awa writes them (``2026-12-02 09:03:00+00``) whatever the server's
+defaults are. psycopg errors are turned into :class:`~awa_beat.errors.StoreError`
+here and never leak further.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
+
+from . import schema
+from .config import redact
+from .errors import NotFound, StoreError
+from .sql import queries
+
+if TYPE_CHECKING:
+    from typing_extensions import LiteralString
+
+logger = logging.getLogger(__name__)
+
+
+def configure_session(conn: psycopg.Connection) -> None:
+    """Make timestamps render as Awa renders them, whatever the server defaults are."""
+    conn.execute("SET TimeZone TO 'UTC'")
+    conn.execute("SET DateStyle TO 'ISO, MDY'")
+
+
+def connect(conninfo: str, **kwargs: Any) -> psycopg.Connection:
+    """A dedicated autocommit connection in a UTC session (for locks and LISTEN)."""
+    try:
+        conn = psycopg.connect(conninfo, autocommit=True, **kwargs)
+    except psycopg.Error as exc:
+        raise StoreError(f"cannot connect to {redact(conninfo)}: {_first_line(exc)}") from None
+    configure_session(conn)
+    return conn
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+@contextmanager
+def wrap_errors(action: str) -> Iterator[None]:
+    """Turn a psycopg error into a StoreError that says what we were doing."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise StoreError(f"{action} failed: {_first_line(exc)}") from exc
+
+
+@dataclass(frozen=True)
+class ScheduleRow:
+    """One row of ``awa.cron_jobs`` as stored (ours or another deployment's)."""
+
+    name: str
+    cron_expr: str
+    timezone: str
+    kind: str
+    queue: str
+    args: Any
+    priority: int
+    max_attempts: int
+    tags: list[str]
+    metadata: Any
+    missed_fire_policy: str
+    last_enqueued_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    paused_at: datetime | None
+    paused_by: str | None
+    deployment: str | None = None
+    """The awa-beat deployment that registered the row; None for rows we did not write."""
+
+
+@dataclass(frozen=True)
+class FireRequest:
+    """Fire ``fire_times`` (in order) for one schedule if its cursor is still ``expected``.
+
+    On success the cursor moves to the last fire time and one job per fire is inserted,
+    all in the same statement as every other request of the batch.
+    """
+
+    name: str
+    expected: datetime | None
+    fire_times: Sequence[datetime]
+
+
+@dataclass(frozen=True)
+class FiredJob:
+    job_id: int
+    name: str
+    fire_time: str
+    """As stored in the job's metadata: ``YYYY-MM-DD HH:MM:SS+00``."""
+
+
+@dataclass
+class FireResult:
+    jobs: list[FiredJob] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    """Schedules whose fire raised a database error, with the error's first line."""
+
+    def fired_names(self) -> set[str]:
+        return {job.name for job in self.jobs}
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    inserted: int
+    updated: int
+    unchanged: int
+
+
+class Store:
+    """Schedules and jobs in one PostgreSQL database, through a small connection pool.
+
+    Call :meth:`open` (or use ``with``) before anything else; it finds out whether Awa
+    owns the ``awa`` schema, which decides how jobs are inserted.
+    """
+
+    def __init__(self, conninfo: str, *, min_size: int = 1, max_size: int = 4) -> None:
+        self.conninfo = conninfo
+        self._pool = ConnectionPool(
+            conninfo,
+            min_size=min_size,
+            max_size=max_size,
+            open=False,
+            configure=configure_session,
+            kwargs={"autocommit": True},
+            name="awa-beat",
+        )
+        self.awa_owned = False
+
+    def __repr__(self) -> str:
+        return f"<Store {redact(self.conninfo)}>"
+
+    def open(self, *, timeout: float = 10.0) -> Store:
+        try:
+            self._pool.open(wait=True, timeout=timeout)
+        except Exception as exc:
+            self._pool.close()
+            raise StoreError(f"cannot connect to {redact(self.conninfo)}: {exc}") from None
+        with self._conn() as conn, wrap_errors("reading the schema"):
+            self.awa_owned = schema.awa_version(conn) is not None
+        return self
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def __enter__(self) -> Store:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _conn(self) -> Iterator[psycopg.Connection]:
+        with self._pool.connection() as conn:
+            yield conn
+
+    # -- schema ----------------------------------------------------------------------
+
+    def migrate(self) -> schema.SchemaInfo:
+        with self._conn() as conn:
+            info = schema.migrate(conn)
+        self.awa_owned = info.awa_owned
+        return info
+
+    def check_schema(self) -> schema.SchemaInfo:
+        with self._conn() as conn, wrap_errors("checking the schema"):
+            return schema.check(conn)
+
+    # -- schedules ---------------------------------------------------------------------
+
+    def sync(self, rows: Sequence[dict[str, Any]], *, deployment: str) -> SyncResult:
+        """Upsert schedule rows (``awa.cron_jobs`` columns) in one round trip; never deletes."""
+        if not rows:
+            return SyncResult(0, 0, 0)
+        payload = json.dumps(list(rows), separators=(",", ":"))
+        with self._conn() as conn, wrap_errors("syncing schedules"):
+            row = conn.execute(
+                queries["upsert_schedules"], {"rows": payload, "deployment": deployment}
+            ).fetchone()
+        inserted, updated = (int(row[0]), int(row[1])) if row else (0, 0)
+        return SyncResult(inserted, updated, len(rows) - inserted - updated)
+
+    def schedules(self, pattern: str | None = None) -> list[ScheduleRow]:
+        """Every schedule (``pattern`` is a SQL LIKE pattern on the name), by name."""
+        with self._conn() as conn, wrap_errors("listing schedules"):
+            cur = conn.cursor(row_factory=dict_row)
+            return [ScheduleRow(**r) for r in cur.execute(queries["list_schedules"],
+                                                          {"pattern": pattern})]
+
+    def get(self, name: str) -> ScheduleRow:
+        with self._conn() as conn, wrap_errors(f"reading schedule {name!r}"):
+            cur = conn.cursor(row_factory=dict_row)
+            row = cur.execute(queries["get_schedule"], {"name": name}).fetchone()
+        if row is None:
+            raise NotFound(f"no schedule named {name!r}")
+        return ScheduleRow(**row)
+
+    def pause(self, name: str, by: str | None = None) -> datetime:
+        with self._conn() as conn, wrap_errors(f"pausing {name!r}"):
+            row = conn.execute(queries["pause_schedule"], {"name": name, "by": by}).fetchone()
+        if row is None:
+            raise NotFound(f"no schedule named {name!r}")
+        return row[0]
+
+    def resume(self, name: str) -> None:
+        with self._conn() as conn, wrap_errors(f"resuming {name!r}"):
+            row = conn.execute(queries["resume_schedule"], {"name": name}).fetchone()
+        if row is None:
+            raise NotFound(f"no schedule named {name!r}")
+
+    def trigger(self, name: str) -> int:
+        """Insert one job for ``name`` now, even while paused; the cursor is left alone."""
+        query = queries["trigger_awa" if self.awa_owned else "trigger_standalone"]
+        with self._conn() as conn, wrap_errors(f"triggering {name!r}"):
+            row = conn.execute(query, {"name": name}).fetchone()
+        if row is None:
+            raise NotFound(f"no schedule named {name!r}")
+        return int(row[0])
+
+    def remove(self, name: str) -> bool:
+        """Delete the schedule row; jobs it already fired stay. False if there was none."""
+        with self._conn() as conn, wrap_errors(f"removing {name!r}"):
+            row = conn.execute(queries["remove_schedule"], {"name": name}).fetchone()
+        return bool(row and row[0])
+
+    def jobs(self, name: str, limit: int = 10) -> list[dict[str, Any]]:
+        """The newest jobs fired (or triggered) for ``name``."""
+        with self._conn() as conn, wrap_errors(f"reading jobs of {name!r}"):
+            cur = conn.cursor(row_factory=dict_row)
+            return cur.execute(queries["jobs_for_schedule"],
+                               {"name": name, "limit": limit}).fetchall()
+
+    # -- firing --------------------------------------------------------------------------
+
+    def fire(self, requests: Sequence[FireRequest]) -> FireResult:
+        """Fire every request in one atomic statement (see ``fire_batch_*`` in queries.sql).
+
+        A request whose compare-and-swap fails (another replica fired it, or it was
+        paused meanwhile) yields no job. If the batch fails as a whole (a row that
+        another deployment wrote may break an insert), each request is retried on its
+        own so that one bad row cannot stop the others.
+        """
+        result = FireResult()
+        requests = [r for r in requests if r.fire_times]
+        if not requests:
+            return result
+        try:
+            result.jobs = self._fire_batch(requests)
+        except psycopg.OperationalError as exc:
+            raise StoreError(f"firing failed: {_first_line(exc)}") from exc
+        except psycopg.Error as exc:
+            if len(requests) == 1:
+                result.failed[requests[0].name] = _first_line(exc)
+                return result
+            for request in requests:
+                single = self.fire([request])
+                result.jobs += single.jobs
+                result.failed.update(single.failed)
+        return result
+
+    def _fire_batch(self, requests: Sequence[FireRequest]) -> list[FiredJob]:
+        with self._conn() as conn:
+            rows = conn.execute(fire_query(self.awa_owned), fire_params(requests)).fetchall()
+        return [FiredJob(int(job_id), name, fire_time) for job_id, name, fire_time in rows]
+
+
+def fire_query(awa_owned: bool) -> LiteralString:
+    """The batched atomic fire statement for the database's layout."""
+    return queries["fire_batch_awa" if awa_owned else "fire_batch_standalone"]
+
+
+def fire_params(requests: Sequence[FireRequest]) -> dict[str, list[Any]]:
+    """Bind parameters of :func:`fire_query`: parallel arrays, one round trip in all."""
+    return {
+        "names": [r.name for r in requests],
+        "expected": [r.expected for r in requests],
+        "cursors": [r.fire_times[-1] for r in requests],
+        "fire_names": [r.name for r in requests for _ in r.fire_times],
+        "fire_times": [t for r in requests for t in r.fire_times],
+    }

@@ -1,0 +1,274 @@
+"""The store against a real PostgreSQL, in both layouts (standalone and Awa-migrated)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import psycopg
+import pytest
+
+from awa_beat.errors import NotFound, StoreError
+from awa_beat.store import FireRequest, Store, connect, fire_params, fire_query
+
+pytestmark = pytest.mark.integration
+UTC = timezone.utc
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+
+
+def row(name: str = "every-minute", **over: Any) -> dict[str, Any]:
+    base = {
+        "name": name, "cron_expr": "* * * * *", "timezone": "UTC", "kind": "app.tasks.tick",
+        "queue": "default", "args": {"args": [1], "kwargs": {"x": "y"}}, "priority": 2,
+        "max_attempts": 25, "tags": ["beat"], "metadata": {"celery": {"options": {"queue": "q"}}},
+        "missed_fire_policy": "coalesce",
+    }
+    base.update(over)
+    return base
+
+
+def jobs(conn: psycopg.Connection, name: str) -> list[tuple[Any, ...]]:
+    return conn.execute(
+        "SELECT metadata ->> 'cron_fire_time', kind, args, metadata, tags, priority, queue"
+        " FROM awa.jobs WHERE metadata ->> 'cron_name' = %s ORDER BY id", (name,)
+    ).fetchall()
+
+
+def cursor_of(conn: psycopg.Connection, name: str) -> datetime | None:
+    return conn.execute(
+        "SELECT last_enqueued_at FROM awa.cron_jobs WHERE name = %s", (name,)
+    ).fetchone()[0]
+
+
+def set_cursor(conn: psycopg.Connection, name: str, value: datetime | None) -> None:
+    conn.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s WHERE name = %s", (value, name))
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def test_migrate_is_idempotent_and_versioned(store: Store, layout: str) -> None:
+    again = store.migrate()
+    assert again.applied == ()
+    assert again.awa_owned is (layout == "awa")
+    assert store.check_schema().version == again.version
+
+
+def test_sync_creates_rows_with_cursor_at_registration(store: Store, conn) -> None:
+    before = conn.execute("SELECT date_trunc('second', now())").fetchone()[0]
+    result = store.sync([row("a"), row("b")], deployment="proj")
+    assert (result.inserted, result.updated, result.unchanged) == (2, 0, 0)
+    a = store.get("a")
+    assert a.deployment == "proj"
+    assert a.args == {"args": [1], "kwargs": {"x": "y"}}
+    # The cursor is the registration second: nothing before it ever fires.
+    assert a.last_enqueued_at is not None and a.last_enqueued_at >= before
+    assert a.last_enqueued_at.microsecond == 0
+
+
+def test_resync_is_additive_and_keeps_cursor_pause_and_created_at(store: Store, conn) -> None:
+    store.sync([row("a"), row("b")], deployment="proj")
+    set_cursor(conn, "a", T0)
+    store.pause("a", by="oncall")
+    first = store.get("a")
+    result = store.sync([row("a", cron_expr="*/5 * * * *")], deployment="proj")
+    assert (result.inserted, result.updated, result.unchanged) == (0, 1, 0)
+    after = store.get("a")
+    assert after.cron_expr == "*/5 * * * *"
+    assert after.last_enqueued_at == T0
+    assert after.paused_at == first.paused_at and after.paused_by == "oncall"
+    assert after.created_at == first.created_at
+    assert {r.name for r in store.schedules()} == {"a", "b"}  # b not deleted
+
+
+def test_unchanged_resync_does_not_touch_updated_at(store: Store) -> None:
+    store.sync([row("a")], deployment="proj")
+    first = store.get("a").updated_at
+    result = store.sync([row("a")], deployment="proj")
+    assert (result.inserted, result.updated, result.unchanged) == (0, 0, 1)
+    assert store.get("a").updated_at == first
+
+
+def test_fire_inserts_job_and_moves_cursor_atomically(store: Store, conn) -> None:
+    store.sync([row("a")], deployment="proj")
+    set_cursor(conn, "a", T0)
+    fire = T0 + timedelta(minutes=1)
+    result = store.fire([FireRequest("a", T0, [fire])])
+    assert [(j.name, j.fire_time) for j in result.jobs] == [("a", "2026-01-05 09:01:00+00")]
+    assert cursor_of(conn, "a") == fire
+    ((fire_time, kind, args, metadata, tags, priority, queue),) = jobs(conn, "a")
+    assert fire_time == "2026-01-05 09:01:00+00"
+    assert kind == "app.tasks.tick" and queue == "default" and priority == 2
+    assert args == {"args": [1], "kwargs": {"x": "y"}}
+    assert metadata == {"cron_name": "a", "cron_fire_time": "2026-01-05 09:01:00+00",
+                        "celery": {"options": {"queue": "q"}}}
+    assert tags == ["beat"]
+
+
+def test_fire_time_text_is_utc_whatever_the_database_timezone(store: Store, conn) -> None:
+    dbname = conn.info.dbname
+    conn.execute(f'ALTER DATABASE "{dbname}" SET TimeZone TO \'Pacific/Auckland\'')
+    store.close()
+    with Store(store.conninfo) as fresh:
+        fresh.sync([row("a")], deployment="proj")
+        set_cursor(conn, "a", T0)
+        result = fresh.fire([FireRequest("a", T0, [T0 + timedelta(hours=3)])])
+    assert result.jobs[0].fire_time == "2026-01-05 12:00:00+00"
+
+
+def test_batched_fire_many_schedules_and_catch_up_fires_in_order(store: Store, conn) -> None:
+    store.sync([row(f"s{i}") for i in range(50)], deployment="proj")
+    conn.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s", (T0,))
+    catch_up = [T0 + timedelta(minutes=m) for m in (1, 2, 3)]
+    requests = [FireRequest(f"s{i}", T0, [T0 + timedelta(minutes=1)]) for i in range(1, 50)]
+    requests.append(FireRequest("s0", T0, catch_up))
+    result = store.fire(requests)
+    assert len(result.jobs) == 49 + 3
+    assert [j[0] for j in jobs(conn, "s0")] == [
+        "2026-01-05 09:01:00+00", "2026-01-05 09:02:00+00", "2026-01-05 09:03:00+00"]
+    assert cursor_of(conn, "s0") == catch_up[-1]
+
+
+def test_cas_lost_yields_no_job(store: Store, conn) -> None:
+    store.sync([row("a")], deployment="proj")
+    set_cursor(conn, "a", T0)
+    fire = T0 + timedelta(minutes=1)
+    assert len(store.fire([FireRequest("a", T0, [fire])]).jobs) == 1
+    # A replica that read the old cursor loses the compare-and-swap.
+    assert store.fire([FireRequest("a", T0, [fire])]).jobs == []
+    assert len(jobs(conn, "a")) == 1
+
+
+def test_null_cursor_compare_and_swap(store: Store, conn) -> None:
+    store.sync([row("a")], deployment="proj")
+    set_cursor(conn, "a", None)
+    assert store.fire([FireRequest("a", T0, [T0])]).jobs == []  # expected T0, stored NULL
+    assert len(store.fire([FireRequest("a", None, [T0])]).jobs) == 1
+
+
+def test_two_connections_racing_the_same_fire_make_exactly_one_job(
+    store: Store, db_url: str, conn
+) -> None:
+    store.sync([row("a")], deployment="proj")
+    set_cursor(conn, "a", T0)
+    request = FireRequest("a", T0, [T0 + timedelta(minutes=1)])
+    query, params = fire_query(store.awa_owned), fire_params([request])
+    first, second = connect(db_url), connect(db_url)
+    try:
+        # The first fire runs but has not committed when the second one starts, so the
+        # second must block on the row and then lose the compare-and-swap.
+        first.execute("BEGIN")
+        assert len(first.execute(query, params).fetchall()) == 1
+        outcome: list[Any] = []
+        racer = threading.Thread(
+            target=lambda: outcome.append(second.execute(query, params).fetchall()))
+        racer.start()
+        pid = second.info.backend_pid
+        wait_for(lambda: conn.execute(
+            "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)
+        ).fetchone()[0] == "Lock", what="the second fire to wait on the row lock")
+        first.execute("COMMIT")
+        racer.join(10)
+        assert outcome == [[]]
+    finally:
+        first.close()
+        second.close()
+    assert len(jobs(conn, "a")) == 1
+
+
+def test_connection_killed_mid_statement_leaves_neither_mark_nor_job(
+    store: Store, conn, layout: str
+) -> None:
+    store.sync([row("a")], deployment="proj")
+    set_cursor(conn, "a", T0)
+    # Make the insert half of the statement hang after the UPDATE half has run.
+    target = "awa.jobs_hot" if layout == "awa" else "awa.jobs"
+    conn.execute(
+        "CREATE FUNCTION public.slow_insert() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN PERFORM pg_sleep(60); RETURN NEW; END $$"
+    )
+    conn.execute(f"CREATE TRIGGER slow BEFORE INSERT ON {target} "
+                 "FOR EACH ROW EXECUTE FUNCTION public.slow_insert()")
+    errors: list[BaseException] = []
+
+    def fire() -> None:
+        try:
+            store.fire([FireRequest("a", T0, [T0 + timedelta(minutes=1)])])
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+            errors.append(exc)
+
+    worker = threading.Thread(target=fire)
+    worker.start()
+    wait_for(lambda: conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'WITH due AS%%'"
+        " AND wait_event = 'PgSleep'").fetchone()[0] == 1, what="the fire to reach the insert")
+    conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                 " WHERE query LIKE 'WITH due AS%%' AND pid <> pg_backend_pid()")
+    worker.join(10)
+    assert errors and isinstance(errors[0], StoreError)
+    assert cursor_of(conn, "a") == T0
+    assert jobs(conn, "a") == []
+
+
+def test_pause_between_read_and_cas_blocks_the_fire(store: Store, conn) -> None:
+    store.sync([row("a")], deployment="proj")
+    set_cursor(conn, "a", T0)
+    seen = store.get("a")  # the evaluator's read
+    store.pause("a", by="oncall")
+    result = store.fire([FireRequest("a", seen.last_enqueued_at, [T0 + timedelta(minutes=1)])])
+    assert result.jobs == []
+    assert cursor_of(conn, "a") == T0
+    store.resume("a")
+    assert len(store.fire([FireRequest("a", T0, [T0 + timedelta(minutes=1)])]).jobs) == 1
+
+
+def test_trigger_while_paused_makes_one_job_and_keeps_cursor(store: Store, conn) -> None:
+    store.sync([row("a")], deployment="proj")
+    set_cursor(conn, "a", T0)
+    store.pause("a")
+    job_id = store.trigger("a")
+    (metadata,) = conn.execute("SELECT metadata FROM awa.jobs WHERE id = %s", (job_id,)).fetchone()
+    assert metadata["cron_name"] == "a" and metadata["triggered_manually"] is True
+    assert "cron_fire_time" not in metadata
+    assert cursor_of(conn, "a") == T0
+    assert store.get("a").paused_at is not None
+
+
+def test_unknown_names_raise_not_found(store: Store) -> None:
+    for call in (store.get, store.pause, store.resume, store.trigger):
+        with pytest.raises(NotFound, match="no schedule named 'nope'"):
+            call("nope")
+    assert store.remove("nope") is False
+
+
+def test_remove_keeps_fired_jobs(store: Store, conn) -> None:
+    store.sync([row("a")], deployment="proj")
+    store.trigger("a")
+    assert store.remove("a") is True
+    assert store.schedules() == []
+    assert conn.execute("SELECT count(*) FROM awa.jobs").fetchone()[0] == 1
+
+
+def test_a_foreign_row_awa_would_reject_does_not_stop_the_batch(store: Store, conn) -> None:
+    # Another deployment wrote a row whose jobs Awa's limits reject (21 tags).
+    store.sync([row("good")], deployment="proj")
+    conn.execute("INSERT INTO awa.cron_jobs (name, cron_expr, kind, tags, last_enqueued_at)"
+                 " VALUES ('bad', '* * * * *', 'k', %s, %s)", ([f"t{i}" for i in range(21)], T0))
+    set_cursor(conn, "good", T0)
+    fire = [T0 + timedelta(minutes=1)]
+    result = store.fire([FireRequest("bad", T0, fire), FireRequest("good", T0, fire)])
+    assert [j.name for j in result.jobs] == ["good"]
+    assert cursor_of(conn, "bad") == T0  # as Awa: no job, no cursor move
+
+
+def test_sessions_are_utc(store: Store) -> None:
+    with store._conn() as c:
+        assert c.execute("SHOW TimeZone").fetchone()[0] == "UTC"
