@@ -36,6 +36,8 @@ def configure_session(conn: psycopg.Connection) -> None:
     """Make timestamps render as Awa renders them, whatever the server defaults are."""
     conn.execute("SET TimeZone TO 'UTC'")
     conn.execute("SET DateStyle TO 'ISO, MDY'")
+    # The batched fire joins and sorts one row per due schedule; keep that in memory.
+    conn.execute("SET work_mem TO '64MB'")
 
 
 def connect(conninfo: str, **kwargs: Any) -> psycopg.Connection:
@@ -147,13 +149,16 @@ class Store:
         return f"<Store {redact(self.conninfo)}>"
 
     def open(self, *, timeout: float = 10.0) -> Store:
+        # One direct attempt first: it fails fast with the server's own reason, where
+        # the pool would retry quietly until its timeout.
+        with connect(self.conninfo, connect_timeout=max(1, int(timeout))) as conn, \
+                wrap_errors("reading the schema"):
+            self.awa_owned = schema.awa_version(conn) is not None
         try:
             self._pool.open(wait=True, timeout=timeout)
         except Exception as exc:
             self._pool.close()
             raise StoreError(f"cannot connect to {redact(self.conninfo)}: {exc}") from None
-        with self._conn() as conn, wrap_errors("reading the schema"):
-            self.awa_owned = schema.awa_version(conn) is not None
         return self
 
     def close(self) -> None:

@@ -1,6 +1,7 @@
 -- Every SQL statement awa-beat runs, each under a `-- name --` header and loaded by
 -- name (awa_beat/sql/__init__.py). Only awa_beat/store.py and awa_beat/schema.py use them.
--- Values are always bound parameters.
+-- Values are always bound parameters; large arrays use binary placeholders (`%(x)b`),
+-- which psycopg encodes about 8x faster than text arrays.
 
 -- awa_schema_version --
 -- Awa's schema version; run only once has_awa_schema_version said the table exists.
@@ -81,10 +82,10 @@ SELECT count(*) FILTER (WHERE inserted) AS inserted,
 -- move; the others still fire. Rows whose values Awa's job limits would reject are
 -- left alone (no job, no cursor move, as Awa does) instead of failing the batch.
 WITH due AS (
-    SELECT * FROM unnest(%(names)s::text[], %(expected)s::timestamptz[],
-                         %(cursors)s::timestamptz[]) AS d(name, expected, cursor)
+    SELECT * FROM unnest(%(names)b::text[], %(expected)b::timestamptz[],
+                         %(cursors)b::timestamptz[]) AS d(name, expected, cursor)
 ), fires AS (
-    SELECT * FROM unnest(%(fire_names)s::text[], %(fire_times)s::timestamptz[])
+    SELECT * FROM unnest(%(fire_names)b::text[], %(fire_times)b::timestamptz[])
                   WITH ORDINALITY AS f(name, fire_time, ord)
 ), mark AS (
     UPDATE awa.cron_jobs c
@@ -109,10 +110,10 @@ RETURNING id, metadata ->> 'cron_name' AS name, metadata ->> 'cron_fire_time' AS
 -- The same atomic batched fire on a database migrated by Awa, where awa.jobs is a
 -- view: jobs go through awa.insert_job_compat, exactly as Awa's own cron does.
 WITH due AS (
-    SELECT * FROM unnest(%(names)s::text[], %(expected)s::timestamptz[],
-                         %(cursors)s::timestamptz[]) AS d(name, expected, cursor)
+    SELECT * FROM unnest(%(names)b::text[], %(expected)b::timestamptz[],
+                         %(cursors)b::timestamptz[]) AS d(name, expected, cursor)
 ), fires AS (
-    SELECT * FROM unnest(%(fire_names)s::text[], %(fire_times)s::timestamptz[])
+    SELECT * FROM unnest(%(fire_names)b::text[], %(fire_times)b::timestamptz[])
                   WITH ORDINALITY AS f(name, fire_time, ord)
 ), mark AS (
     UPDATE awa.cron_jobs c

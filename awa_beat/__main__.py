@@ -1,0 +1,3 @@
+from awa_beat.cli import main
+
+main()
