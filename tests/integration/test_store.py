@@ -202,7 +202,7 @@ def test_connection_killed_mid_statement_leaves_neither_mark_nor_job(
     def fire() -> None:
         try:
             store.fire([FireRequest("a", T0, [T0 + timedelta(minutes=1)])])
-        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+        except BaseException as exc:
             errors.append(exc)
 
     worker = threading.Thread(target=fire)
