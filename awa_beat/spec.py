@@ -1,0 +1,413 @@
+"""Schedule specs: what one ``beat_schedule`` entry means, checked before any I/O.
+
+A :class:`ScheduleSpec` is the pure, validated form of an entry. It converts to the
+``awa.cron_jobs`` row that awa-beat (and Awa, when it shares the database) evaluates.
+
+Where things go in an entry (a normal Celery ``beat_schedule`` entry)::
+
+    "nightly-report": {
+        "task": "reports.nightly",                  # -> kind
+        "schedule": crontab(hour=2, minute=30),     # -> cron_expr (see below)
+        "args": [1], "kwargs": {"full": True},      # -> args {"args": [...], "kwargs": {...}}
+        "options": {                                # apply_async options, kept for the bridge
+            "queue": "reports", "expires": 3600,
+            "awa_beat": {                           # our per-entry settings, never sent
+                "timezone": "Europe/Paris",         # default: the app's time zone
+                "missed_fire_policy": "catch_up",   # or "coalesce" (default)
+                "queue": "default", "priority": 2,  # Awa's job fields
+                "max_attempts": 25, "tags": [], "metadata": {},
+            },
+        },
+    }
+
+Schedules, and how they are stored:
+
+* ``crontab``: a 5-field cron expression in the entry's time zone. Fields Celery fills
+  completely are written ``*``. Celery ANDs day-of-month with day-of-week where cron
+  ORs them, so when both are restricted the entry converts only where an exact
+  equivalent exists (days 1-7 with a weekday is ``d#1``, 8-14 is ``d#2``, ...) and is
+  rejected otherwise: a stored schedule never fires on a calendar other than the one
+  written.
+* A number, ``timedelta`` or ``celery.schedules.schedule`` (whole seconds, at least 1):
+  an interval on a grid anchored at the Unix epoch in UTC, so every replica computes
+  the same fire times however and whenever it started (``relative`` is ignored). When
+  that grid is a cron pattern (5 s, 10 min, 6 h, 1 day, ...) the row stores that
+  pattern, which Awa fires identically; otherwise it stores ``@every <N>s``, which
+  Awa's parser rejects, so an Awa leader sharing the table logs it as invalid and never
+  fires it on another calendar.
+* A string: an Awa cron expression used as-is (5 or 6 fields, seconds first), for
+  what crontab cannot say (``L``, ``W``, ``#``, seconds).
+* ``solar``: rejected. Awa cannot evaluate it and it has no cron equivalent, so a
+  shared table could not agree on its fire times.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from .cron import CronExpression, load_timezone
+from .errors import ScheduleError, ValidationError
+from .fire_times import interval_expression
+
+POLICIES = ("coalesce", "catch_up")
+#: Keys of ``options["awa_beat"]``.
+AWA_BEAT_OPTION = "awa_beat"
+_AWA_KEYS = {"timezone", "missed_fire_policy", "queue", "priority", "max_attempts", "tags",
+             "metadata"}
+#: Metadata keys written on every fired job; a user value would be overwritten.
+RESERVED_METADATA = {"cron_name", "cron_fire_time", "triggered_manually", "celery"}
+_ENTRY_KEYS = {"task", "schedule", "args", "kwargs", "options", "relative"}
+
+
+@dataclass(frozen=True)
+class ScheduleSpec:
+    """One validated schedule. Build it with :func:`spec_from_entry` or directly."""
+
+    name: str
+    kind: str
+    cron_expr: str
+    timezone: str = "UTC"
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict)
+    missed_fire_policy: str = "coalesce"
+    queue: str = "default"
+    priority: int = 2
+    max_attempts: int = 25
+    tags: tuple[str, ...] = ()
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def row(self) -> dict[str, Any]:
+        """The ``awa.cron_jobs`` columns this spec syncs to.
+
+        Celery's args and kwargs become the job's ``args``; the entry's apply_async
+        options ride in ``metadata["celery"]`` so every fired job carries them.
+        """
+        metadata = dict(self.metadata)
+        metadata["celery"] = {"options": dict(self.options)}
+        return {
+            "name": self.name,
+            "cron_expr": self.cron_expr,
+            "timezone": self.timezone,
+            "kind": self.kind,
+            "queue": self.queue,
+            "args": {"args": list(self.args), "kwargs": dict(self.kwargs)},
+            "priority": self.priority,
+            "max_attempts": self.max_attempts,
+            "tags": list(self.tags),
+            "metadata": metadata,
+            "missed_fire_policy": self.missed_fire_policy,
+        }
+
+
+class _Problems:
+    """Collects every problem of every entry, so one error can list them all."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str, str]] = []
+
+    def add(self, name: str, field_: str, message: str) -> None:
+        self.items.append((name, field_, message))
+
+
+def specs_from_beat_schedule(
+    beat_schedule: Mapping[str, Any], *, default_timezone: str = "UTC"
+) -> list[ScheduleSpec]:
+    """Validate every entry of a Celery ``beat_schedule`` and convert it.
+
+    Raises one :class:`ValidationError` listing every bad entry and field; nothing is
+    returned (so nothing can be written) unless every entry is valid.
+    """
+    problems = _Problems()
+    specs = []
+    if not isinstance(beat_schedule, Mapping):
+        raise ValidationError([("beat_schedule", "beat_schedule",
+                                f"must be a dict of entries, not {type(beat_schedule).__name__}")])
+    try:
+        load_timezone(default_timezone)
+    except ScheduleError as exc:
+        problems.add("(app)", "timezone", str(exc))
+    for name, entry in beat_schedule.items():
+        spec = _convert(name, entry, default_timezone, problems)
+        if spec is not None:
+            specs.append(spec)
+    if problems.items:
+        raise ValidationError(problems.items)
+    return specs
+
+
+def spec_from_entry(name: str, entry: Mapping[str, Any], *,
+                    default_timezone: str = "UTC") -> ScheduleSpec:
+    """Validate and convert one entry; raises ValidationError listing its problems."""
+    return specs_from_beat_schedule({name: entry}, default_timezone=default_timezone)[0]
+
+
+def _convert(name: Any, entry: Any, default_tz: str, problems: _Problems) -> ScheduleSpec | None:
+    before = len(problems.items)
+    label = name if isinstance(name, str) else repr(name)
+    if not isinstance(name, str) or not name:
+        problems.add(label, "name", "must be a non-empty string")
+    elif "\x00" in name:
+        problems.add(label, "name", "must not contain NUL characters")
+    if not isinstance(entry, Mapping):
+        problems.add(label, "entry", f"must be a dict, not {type(entry).__name__}")
+        return None
+    for key in sorted(set(entry) - _ENTRY_KEYS, key=str):
+        problems.add(label, str(key), f"unknown key; an entry has {', '.join(sorted(_ENTRY_KEYS))}")
+
+    task = entry.get("task")
+    if not isinstance(task, str) or not task:
+        problems.add(label, "task", "must be the task's name, a non-empty string")
+    elif len(task) > 200:
+        problems.add(label, "task", "must be at most 200 characters (Awa's limit on kind)")
+    elif "\x00" in task:
+        problems.add(label, "task", "must not contain NUL characters")
+
+    args = entry.get("args") or ()
+    if isinstance(args, (str, bytes)) or not isinstance(args, Iterable):
+        problems.add(label, "args", "must be a list or tuple")
+        args = ()
+    args = tuple(args)
+    _check_json(label, "args", list(args), problems)
+    kwargs = entry.get("kwargs") or {}
+    if not isinstance(kwargs, Mapping):
+        problems.add(label, "kwargs", "must be a dict")
+        kwargs = {}
+    _check_json(label, "kwargs", dict(kwargs), problems)
+
+    options = entry.get("options") or {}
+    if not isinstance(options, Mapping):
+        problems.add(label, "options", "must be a dict of apply_async options")
+        options = {}
+    options = dict(options)
+    awa = options.pop(AWA_BEAT_OPTION, None) or {}
+    if not isinstance(awa, Mapping):
+        problems.add(label, "options.awa_beat", "must be a dict")
+        awa = {}
+    options = _json_options(label, options, problems)
+    for key in sorted(set(awa) - _AWA_KEYS, key=str):
+        problems.add(label, f"options.awa_beat.{key}",
+                     f"unknown setting; allowed: {', '.join(sorted(_AWA_KEYS))}")
+
+    tz = awa.get("timezone", default_tz)
+    if not isinstance(tz, str):
+        problems.add(label, "options.awa_beat.timezone", "must be an IANA time zone name")
+    else:
+        try:
+            load_timezone(tz)
+        except ScheduleError as exc:
+            problems.add(label, "options.awa_beat.timezone", str(exc))
+
+    cron_expr = None
+    try:
+        cron_expr, forced_utc = to_cron_expression(entry.get("schedule"))
+        if forced_utc:
+            tz = "UTC"
+    except ScheduleError as exc:
+        problems.add(label, "schedule", str(exc))
+
+    policy = awa.get("missed_fire_policy", "coalesce")
+    if policy not in POLICIES:
+        problems.add(label, "options.awa_beat.missed_fire_policy",
+                     f"{policy!r} is not a policy; use 'coalesce' or 'catch_up'")
+    queue = awa.get("queue", "default")
+    if not isinstance(queue, str) or not queue or len(queue) > 200 or "\x00" in queue:
+        problems.add(label, "options.awa_beat.queue",
+                     "must be a non-empty string of at most 200 characters")
+    priority = awa.get("priority", 2)
+    if not _int_in(priority, 1, 4):
+        problems.add(label, "options.awa_beat.priority",
+                     f"{priority!r} is out of range; Awa priorities are 1 (highest) to 4")
+    max_attempts = awa.get("max_attempts", 25)
+    if not _int_in(max_attempts, 1, 1000):
+        problems.add(label, "options.awa_beat.max_attempts",
+                     f"{max_attempts!r} is out of range; allowed 1 to 1000")
+    tags = awa.get("tags") or ()
+    if isinstance(tags, str) or not isinstance(tags, Iterable) or not all(
+        isinstance(t, str) and "\x00" not in t for t in tags
+    ):
+        problems.add(label, "options.awa_beat.tags", "must be a list of strings")
+        tags = ()
+    elif len(tuple(tags)) > 20:
+        problems.add(label, "options.awa_beat.tags", "at most 20 tags (Awa's limit)")
+    metadata = awa.get("metadata") or {}
+    if not isinstance(metadata, Mapping):
+        problems.add(label, "options.awa_beat.metadata", "must be a dict")
+        metadata = {}
+    else:
+        _check_json(label, "options.awa_beat.metadata", dict(metadata), problems)
+        for key in sorted(RESERVED_METADATA & set(metadata)):
+            problems.add(label, f"options.awa_beat.metadata.{key}",
+                         "is reserved: awa-beat writes it on every fired job")
+
+    if len(problems.items) > before or cron_expr is None:
+        return None
+    return ScheduleSpec(
+        name=name, kind=task, cron_expr=cron_expr, timezone=tz, args=args,
+        kwargs=dict(kwargs), options=options, missed_fire_policy=policy, queue=queue,
+        priority=int(priority), max_attempts=int(max_attempts), tags=tuple(tags),
+        metadata=dict(metadata),
+    )
+
+
+def _int_in(value: Any, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _check_json(name: str, field_: str, value: Any, problems: _Problems) -> None:
+    """Values must survive a trip through JSONB unchanged: plain JSON, no NUL, no NaN."""
+    bad = _json_problem(value)
+    if bad:
+        problems.add(name, field_, bad)
+
+
+def _json_problem(value: Any, path: str = "") -> str | None:
+    if value is None or isinstance(value, (bool, int)):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{path or 'value'} is {value}, not valid JSON"
+    if isinstance(value, str):
+        return f"{path or 'value'} contains a NUL character" if "\x00" in value else None
+    if isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            found = _json_problem(item, f"{path}[{i}]")
+            if found:
+                return found
+        return None
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"{path or 'value'} has a non-string key {key!r}; JSON keys are strings"
+            if "\x00" in key:
+                return f"{path or 'value'} has a key containing a NUL character"
+            found = _json_problem(item, f"{path}.{key}" if path else key)
+            if found:
+                return found
+        return None
+    return (f"{path or 'value'} is a {type(value).__name__}, which is not JSON-serialisable; "
+            "use str, int, float, bool, None, list or dict")
+
+
+def _json_options(name: str, options: dict[str, Any], problems: _Problems) -> dict[str, Any]:
+    """apply_async options as JSON, with Celery's usual non-JSON forms made portable."""
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        if isinstance(value, timedelta):
+            value = value.total_seconds()
+        elif hasattr(value, "isoformat") and key in ("eta", "expires"):
+            value = value.isoformat()
+        elif key in ("queue", "exchange") and hasattr(value, "name") and not isinstance(value, str):
+            problems.add(name, f"options.{key}",
+                         f"give the {key} by name (a string), not a {type(value).__name__}")
+            continue
+        found = _json_problem(value)
+        if found:
+            problems.add(name, f"options.{key}", found)
+            continue
+        out[key] = value
+    try:
+        json.dumps(out, allow_nan=False)
+    except (TypeError, ValueError) as exc:  # pragma: no cover - _json_problem covers these
+        problems.add(name, "options", str(exc))
+    return out
+
+
+# -- Celery schedules -> cron ----------------------------------------------------------------
+
+_FULL = {
+    "minute": set(range(60)),
+    "hour": set(range(24)),
+    "day_of_month": set(range(1, 32)),
+    "month_of_year": set(range(1, 13)),
+    "day_of_week": set(range(7)),
+}
+_WEEKS = {frozenset(range(1 + 7 * k, 8 + 7 * k)): k + 1 for k in range(4)}
+
+
+def to_cron_expression(schedule: Any) -> tuple[str, bool]:
+    """Convert a Celery schedule to an expression for ``awa.cron_jobs.cron_expr``.
+
+    Returns ``(expression, utc)``: ``utc`` is True for intervals, whose grid is in UTC
+    whatever the entry's time zone. Raises ScheduleError for what cannot be stored
+    without changing its calendar.
+    """
+    from celery import schedules as cs  # Celery is optional for the pure parts' users
+
+    if schedule is None:
+        raise ScheduleError("is missing; give a crontab, a number of seconds or a timedelta")
+    if isinstance(schedule, str):
+        CronExpression.parse(schedule)
+        return schedule, False
+    if isinstance(schedule, cs.solar):
+        raise ScheduleError(
+            "solar schedules are not supported: Awa cannot evaluate them, so replicas and Awa "
+            "sharing the table could not agree on fire times; use a crontab in the place's "
+            "time zone instead"
+        )
+    if isinstance(schedule, cs.crontab):
+        expr = crontab_to_cron(schedule)
+        CronExpression.parse(expr)  # a conversion we cannot store must fail here, not later
+        return expr, False
+    if isinstance(schedule, cs.schedule) and type(schedule) is cs.schedule:
+        return interval_expression(_interval_seconds(schedule.run_every)), True
+    if isinstance(schedule, (int, float, timedelta)) and not isinstance(schedule, bool):
+        return interval_expression(_interval_seconds(schedule)), True
+    raise ScheduleError(
+        f"a {type(schedule).__name__} schedule is not supported; use crontab, a number of "
+        "seconds, a timedelta, celery.schedules.schedule or an Awa cron expression string"
+    )
+
+
+def _interval_seconds(run_every: Any) -> int:
+    seconds = run_every.total_seconds() if isinstance(run_every, timedelta) else float(run_every)
+    if not math.isfinite(seconds) or seconds < 1:
+        raise ScheduleError(f"an interval of {seconds:g} s is too short; the minimum is 1 second")
+    if seconds != int(seconds):
+        raise ScheduleError(f"an interval of {seconds:g} s is not a whole number of seconds")
+    return int(seconds)
+
+
+def crontab_to_cron(tab: Any) -> str:
+    """A Celery ``crontab`` as a 5-field Awa cron expression with the same calendar."""
+    fields = {name: set(getattr(tab, name)) for name in _FULL}
+    text = {name: _field_text(values, _FULL[name]) for name, values in fields.items()}
+    dom_restricted = text["day_of_month"] != "*"
+    dow_restricted = text["day_of_week"] != "*"
+    if dom_restricted and dow_restricted:
+        week = _WEEKS.get(frozenset(fields["day_of_month"]))
+        if week is None:
+            raise ScheduleError(
+                f"day_of_month={tab._orig_day_of_month!r} with day_of_week="
+                f"{tab._orig_day_of_week!r} cannot be stored: Celery requires both to match, "
+                "cron fires when either matches, and only a day_of_month of 1-7, 8-14, 15-21 "
+                "or 22-28 with a day_of_week (the nth weekday of the month) has an exact cron "
+                "equivalent; split the entry or give an Awa cron expression string"
+            )
+        text["day_of_month"] = "*"
+        text["day_of_week"] = ",".join(f"{d}#{week}" for d in sorted(fields["day_of_week"]))
+    return " ".join(text[name] for name in
+                    ("minute", "hour", "day_of_month", "month_of_year", "day_of_week"))
+
+
+def _field_text(values: set[int], full: set[int]) -> str:
+    if values >= full:
+        return "*"
+    if not values:
+        raise ScheduleError("a crontab field matches nothing")
+    ordered = sorted(values)
+    parts = []
+    start = prev = ordered[0]
+    for value in [*ordered[1:], None]:
+        if value is not None and value == prev + 1:
+            prev = value
+            continue
+        parts.append(str(start) if start == prev else
+                     f"{start},{prev}" if prev == start + 1 else f"{start}-{prev}")
+        if value is not None:
+            start = prev = value
+    return ",".join(parts)

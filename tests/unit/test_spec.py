@@ -1,0 +1,212 @@
+"""Schedule specs: Celery schedule conversion and eager validation (pure, no database)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from celery import Celery
+from celery.schedules import crontab, schedule, solar
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kombu import Queue
+
+from awa_beat.errors import ScheduleError, ValidationError
+from awa_beat.fire_times import calendar_for
+from awa_beat.spec import (
+    ScheduleSpec,
+    spec_from_entry,
+    specs_from_beat_schedule,
+    to_cron_expression,
+)
+
+UTC = timezone.utc
+
+
+@pytest.mark.parametrize(("tab", "expected"), [
+    (crontab(), "* * * * *"),
+    (crontab(minute=0, hour=9, day_of_week="mon-fri"), "0 9 * * 1-5"),
+    (crontab(minute="*/15"), "0,15,30,45 * * * *"),
+    (crontab(minute=30, hour="9-17"), "30 9-17 * * *"),
+    (crontab(minute=0, hour=0, day_of_month="1"), "0 0 1 * *"),
+    (crontab(minute=0, hour=0, day_of_month="1-31", month_of_year="1-12"), "0 0 * * *"),
+    (crontab(minute=0, hour=0, day_of_week="0-6"), "0 0 * * *"),
+    (crontab(minute=0, hour=0, day_of_week="sun,sat"), "0 0 * * 0,6"),
+    (crontab(minute=0, hour=4, month_of_year="1,4,7,10", day_of_month=1), "0 4 1 1,4,7,10 *"),
+    (crontab(minute=[0, 1], hour={2, 3, 4}), "0,1 2-4 * * *"),
+    # Celery ANDs day_of_month with day_of_week: the first Monday of the month.
+    (crontab(minute=0, hour=8, day_of_week="mon", day_of_month="1-7"), "0 8 * * 1#1"),
+    (crontab(minute=0, hour=8, day_of_week="fri", day_of_month="22-28"), "0 8 * * 5#4"),
+    (crontab(minute=0, hour=8, day_of_week="mon,wed", day_of_month="8-14"),
+     "0 8 * * 1#2,3#2"),
+])
+def test_crontab_conversion(tab: crontab, expected: str) -> None:
+    assert to_cron_expression(tab) == (expected, False)
+
+
+@pytest.mark.parametrize("tab", [
+    crontab(minute=0, hour=0, day_of_week="fri", day_of_month="13"),
+    crontab(minute=0, hour=0, day_of_week="mon", day_of_month="1-10"),
+    crontab(minute=0, hour=0, day_of_week="mon", day_of_month="*/2"),
+])
+def test_crontab_with_no_cron_equivalent_is_rejected(tab: crontab) -> None:
+    with pytest.raises(ScheduleError, match="Celery requires both to match"):
+        to_cron_expression(tab)
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    (5, "*/5 * * * * *"),
+    (1, "* * * * * *"),
+    (timedelta(seconds=30), "*/30 * * * * *"),
+    (60.0, "0 * * * * *"),
+    (timedelta(minutes=10), "0 */10 * * * *"),
+    (schedule(timedelta(hours=6)), "0 0 */6 * * *"),
+    (timedelta(days=1), "0 0 0 * * *"),
+    (timedelta(weeks=1), "0 0 0 * * 4"),
+    (7, "@every 7s"),
+    (90, "@every 90s"),
+    (timedelta(minutes=45), "@every 2700s"),
+    (schedule(timedelta(days=2), relative=True), "@every 172800s"),
+])
+def test_interval_conversion_is_epoch_anchored_utc(value, expected: str) -> None:
+    assert to_cron_expression(value) == (expected, True)
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    (0.5, "too short"), (0, "too short"), (1.5, "not a whole number"),
+    (timedelta(milliseconds=2500), "not a whole number"),
+    (solar("sunrise", 51.5, -0.1), "solar schedules are not supported"),
+    (object(), "not supported"),
+    (None, "is missing"),
+    ("0 0 * * * * *", "7 fields"),
+    ("@midnight", "not a supported alias"),
+])
+def test_unsupported_schedules_are_rejected(value, message: str) -> None:
+    with pytest.raises(ScheduleError, match=message):
+        to_cron_expression(value)
+
+
+def test_awa_cron_strings_pass_through() -> None:
+    assert to_cron_expression("0 0 L * *") == ("0 0 L * *", False)
+    assert to_cron_expression("30 0 9 * * 1#1") == ("30 0 9 * * 1#1", False)
+
+
+# Celery's own calendar and ours must agree on every crontab we convert.
+_minutes = st.sets(st.integers(0, 59), min_size=1, max_size=6)
+_hours = st.sets(st.integers(0, 23), min_size=1, max_size=4) | st.just(set(range(24)))
+_dows = st.sets(st.integers(0, 6), min_size=1, max_size=3) | st.just(set(range(7)))
+_doms = st.sets(st.integers(1, 31), min_size=1, max_size=3) | st.just(set(range(1, 32)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(minute=_minutes, hour=_hours, dow=_dows, dom=_doms,
+       start=st.datetimes(min_value=datetime(2024, 1, 1), max_value=datetime(2027, 12, 31)))
+def test_converted_crontab_fires_when_celery_would(minute, hour, dow, dom, start) -> None:
+    if dow != set(range(7)) and dom != set(range(1, 32)):
+        dom = set(range(8, 15))  # the only shape with both restricted that converts
+    app = Celery(set_as_current=False)
+    app.conf.timezone = "UTC"
+    tab = crontab(minute=minute, hour=hour, day_of_week=dow, day_of_month=dom, app=app)
+    expr, _ = to_cron_expression(tab)
+    last = start.replace(tzinfo=UTC, second=0, microsecond=0)
+    # Celery: next run after last_run_at is last_run_at + remaining delta.
+    local_last, delta, _ = tab.remaining_delta(last, ffwd=lambda **kw: _ffwd(**kw))
+    celery_next = (local_last + delta).astimezone(UTC)
+    ours = calendar_for(expr, "UTC").next_from(last, inclusive=False)
+    assert ours == celery_next, expr
+
+
+def _ffwd(**kwargs):
+    from celery.utils.time import ffwd
+    return ffwd(**kwargs)
+
+
+def _entry(**over):
+    entry = {"task": "app.tasks.tick", "schedule": crontab(minute=0)}
+    entry.update(over)
+    return entry
+
+
+def test_entry_converts_with_options_and_awa_settings() -> None:
+    spec = spec_from_entry("nightly", _entry(
+        schedule=crontab(minute=30, hour=2),
+        args=(1, "a"), kwargs={"full": True},
+        options={"queue": "reports", "exchange": "ex", "routing_key": "rk", "priority": 7,
+                 "expires": timedelta(hours=1), "headers": {"h": 1},
+                 "awa_beat": {"timezone": "Europe/Paris", "missed_fire_policy": "catch_up",
+                              "queue": "awa_q", "priority": 3, "max_attempts": 5,
+                              "tags": ["nightly"], "metadata": {"team": "data"}}},
+    ), default_timezone="UTC")
+    assert spec == ScheduleSpec(
+        name="nightly", kind="app.tasks.tick", cron_expr="30 2 * * *", timezone="Europe/Paris",
+        args=(1, "a"), kwargs={"full": True},
+        options={"queue": "reports", "exchange": "ex", "routing_key": "rk", "priority": 7,
+                 "expires": 3600.0, "headers": {"h": 1}},
+        missed_fire_policy="catch_up", queue="awa_q", priority=3, max_attempts=5,
+        tags=("nightly",), metadata={"team": "data"},
+    )
+    row = spec.row()
+    assert row["args"] == {"args": [1, "a"], "kwargs": {"full": True}}
+    assert row["metadata"] == {"team": "data", "celery": {"options": dict(spec.options)}}
+
+
+def test_default_timezone_applies_and_intervals_are_utc() -> None:
+    specs = specs_from_beat_schedule({
+        "cron": _entry(),
+        "every-7s": _entry(schedule=7.0),
+    }, default_timezone="America/New_York")
+    assert [(s.name, s.cron_expr, s.timezone) for s in specs] == [
+        ("cron", "0 * * * *", "America/New_York"), ("every-7s", "@every 7s", "UTC")]
+
+
+def test_every_problem_of_every_entry_is_reported_at_once() -> None:
+    beat_schedule = {
+        "ok": _entry(),
+        "bad-cron": _entry(schedule="61 * * * *"),
+        "bad-zone": _entry(options={"awa_beat": {"timezone": "Mars/Olympus"}}),
+        "lowercase-utc": _entry(options={"awa_beat": {"timezone": "utc"}}),
+        "bad-policy": _entry(options={"awa_beat": {"missed_fire_policy": "sometimes"}}),
+        "bad-priority": _entry(options={"awa_beat": {"priority": 9, "max_attempts": 0}}),
+        "bad-args": _entry(args=[object()]),
+        "nul": _entry(kwargs={"s": "a\x00b"}),
+        "solar": _entry(schedule=solar("sunset", 0, 0)),
+        "no-task": {"schedule": 10},
+        "tags": _entry(options={"awa_beat": {"tags": [str(i) for i in range(21)]}}),
+        "reserved": _entry(options={"awa_beat": {"metadata": {"cron_name": "x"}}}),
+        "typo": _entry(options={"awa_beat": {"timezon": "UTC"}}),
+        "kombu-queue": _entry(options={"queue": Queue("q")}),
+        "nan": _entry(args=[float("nan")]),
+        "unknown-key": _entry(scheduel=5),
+        "and-or": _entry(schedule=crontab(day_of_week="fri", day_of_month="13")),
+    }
+    with pytest.raises(ValidationError) as info:
+        specs_from_beat_schedule(beat_schedule)
+    found = {(name, field) for name, field, _ in info.value.problems}
+    assert found == {
+        ("bad-cron", "schedule"),
+        ("bad-zone", "options.awa_beat.timezone"),
+        ("lowercase-utc", "options.awa_beat.timezone"),
+        ("bad-policy", "options.awa_beat.missed_fire_policy"),
+        ("bad-priority", "options.awa_beat.priority"),
+        ("bad-priority", "options.awa_beat.max_attempts"),
+        ("bad-args", "args"),
+        ("nul", "kwargs"),
+        ("solar", "schedule"),
+        ("no-task", "task"),
+        ("tags", "options.awa_beat.tags"),
+        ("reserved", "options.awa_beat.metadata.cron_name"),
+        ("typo", "options.awa_beat.timezon"),
+        ("kombu-queue", "options.queue"),
+        ("nan", "args"),
+        ("unknown-key", "scheduel"),
+        ("and-or", "schedule"),
+    }
+    text = str(info.value)
+    assert "entry 'bad-priority', field 'options.awa_beat.priority'" in text
+    assert "Awa priorities are 1 (highest) to 4" in text
+    assert "'sometimes' is not a policy; use 'coalesce' or 'catch_up'" in text
+
+
+def test_bad_default_timezone_is_reported() -> None:
+    with pytest.raises(ValidationError, match="timezone"):
+        specs_from_beat_schedule({"ok": _entry()}, default_timezone="Nowhere/Land")
