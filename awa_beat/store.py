@@ -193,11 +193,9 @@ class Store:
         """Upsert schedule rows (``awa.cron_jobs`` columns) in one round trip; never deletes."""
         if not rows:
             return SyncResult(0, 0, 0)
-        payload = json.dumps(list(rows), separators=(",", ":"))
         with self._conn() as conn, wrap_errors("syncing schedules"):
-            row = conn.execute(
-                queries["upsert_schedules"], {"rows": payload, "deployment": deployment}
-            ).fetchone()
+            row = conn.execute(queries["upsert_schedules"], sync_params(rows, deployment)
+                               ).fetchone()
         inserted, updated = (int(row[0]), int(row[1])) if row else (0, 0)
         return SyncResult(inserted, updated, len(rows) - inserted - updated)
 
@@ -283,6 +281,25 @@ class Store:
         with self._conn() as conn:
             rows = conn.execute(fire_query(self.awa_owned), fire_params(requests)).fetchall()
         return [FiredJob(int(job_id), name, fire_time) for job_id, name, fire_time in rows]
+
+
+def sync_params(rows: Sequence[dict[str, Any]], deployment: str) -> dict[str, Any]:
+    """Bind parameters of ``upsert_schedules``: one array per column."""
+    dumps = json.JSONEncoder(separators=(",", ":")).encode
+    return {
+        "names": [r["name"] for r in rows],
+        "cron_exprs": [r["cron_expr"] for r in rows],
+        "timezones": [r["timezone"] for r in rows],
+        "kinds": [r["kind"] for r in rows],
+        "queues": [r["queue"] for r in rows],
+        "args": [dumps(r["args"]) for r in rows],
+        "priorities": [r["priority"] for r in rows],
+        "max_attempts": [r["max_attempts"] for r in rows],
+        "tags": [dumps(r["tags"]) for r in rows],
+        "metadata": [dumps(r["metadata"]) for r in rows],
+        "policies": [r["missed_fire_policy"] for r in rows],
+        "deployment": deployment,
+    }
 
 
 def fire_query(awa_owned: bool) -> LiteralString:

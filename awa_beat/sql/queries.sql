@@ -34,17 +34,23 @@ SELECT to_regclass('awa.cron_jobs') IS NOT NULL AS cron_jobs,
        to_regclass('awa.jobs') IS NOT NULL AS jobs;
 
 -- upsert_schedules --
--- Additive sync of a whole schedule in one round trip. New rows get their cursor
+-- Additive sync of a whole schedule in one round trip (one array per column; JSON
+-- values arrive as text). New rows get their cursor
 -- set to the second they were registered, so neither awa-beat nor Awa fires a time
 -- from before the schedule existed. Existing rows keep last_enqueued_at, created_at
 -- and the pause; a row is only rewritten (and updated_at bumped) when its
 -- definition changed, so watchers of updated_at see real changes only.
 WITH input AS (
-    SELECT *
-      FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(
-           name text, cron_expr text, timezone text, kind text, queue text, args jsonb,
-           priority smallint, max_attempts smallint, tags text[], metadata jsonb,
-           missed_fire_policy text)
+    SELECT name, cron_expr, timezone, kind, queue, args::jsonb AS args, priority,
+           max_attempts,
+           ARRAY(SELECT jsonb_array_elements_text(tags::jsonb)) AS tags,
+           metadata::jsonb AS metadata, missed_fire_policy
+      FROM unnest(%(names)b::text[], %(cron_exprs)b::text[], %(timezones)b::text[],
+                  %(kinds)b::text[], %(queues)b::text[], %(args)b::text[],
+                  %(priorities)b::smallint[], %(max_attempts)b::smallint[],
+                  %(tags)b::text[], %(metadata)b::text[], %(policies)b::text[])
+           AS r(name, cron_expr, timezone, kind, queue, args, priority, max_attempts,
+                tags, metadata, missed_fire_policy)
 ), upserted AS (
     INSERT INTO awa.cron_jobs AS c (
            name, cron_expr, timezone, kind, queue, args, priority, max_attempts, tags,
