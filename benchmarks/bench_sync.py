@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 
 from celery.schedules import crontab
 
@@ -33,7 +34,7 @@ def beat_schedule(n: int, hour: int) -> dict:
     }
 
 
-def timed(label: str, func):  # noqa: ANN001, ANN202 - tiny benchmark helper
+def timed(label: str, func: Callable[[], object]) -> object:
     start = time.perf_counter()
     result = func()
     shown = "" if isinstance(result, list) else result
@@ -55,7 +56,8 @@ def main() -> None:
             for layout in ("standalone", "awa"):
                 with Store(dbs.fresh(layout)) as store:
                     print(f"-- {layout}")
-                    timed(f"first sync of {n:,} (inserts)", lambda: store.sync(rows, deployment="b"))
+                    timed(f"first sync of {n:,} (inserts)",
+                          lambda: store.sync(rows, deployment="b"))
                     timed("unchanged resync", lambda: store.sync(rows, deployment="b"))
                     timed("resync, every row changed", lambda: store.sync(changed, deployment="b"))
         finally:
