@@ -119,6 +119,16 @@ class FireResult:
 
 
 @dataclass(frozen=True)
+class TableState:
+    """A cheap fingerprint of ``awa.cron_jobs``: any insert or delete changes it."""
+
+    total: int
+    fingerprint: int
+    newest: datetime | None
+    """The newest ``updated_at`` in the table."""
+
+
+@dataclass(frozen=True)
 class SyncResult:
     inserted: int
     updated: int
@@ -205,6 +215,38 @@ class Store:
             cur = conn.cursor(row_factory=dict_row)
             return [ScheduleRow(**r) for r in cur.execute(queries["list_schedules"],
                                                           {"pattern": pattern})]
+
+    def get_many(self, names: Sequence[str]) -> list[ScheduleRow]:
+        """The rows that still exist among ``names`` (in no particular order)."""
+        with self._conn() as conn, wrap_errors("reading schedules"):
+            cur = conn.cursor(row_factory=dict_row)
+            return [ScheduleRow(**r) for r in cur.execute(queries["get_schedules"],
+                                                          {"names": list(names)})]
+
+    def changes(self, since: datetime) -> tuple[TableState, list[ScheduleRow]]:
+        """The table's fingerprint and the rows whose ``updated_at`` is after ``since``."""
+        with self._conn() as conn, wrap_errors("reading schedule changes"):
+            cur = conn.cursor(row_factory=dict_row)
+            records = cur.execute(queries["changed_schedules"], {"since": since}).fetchall()
+        first = records[0]
+        state = TableState(first["total"], first["fingerprint"], first["newest"])
+        rows = []
+        for record in records:
+            if record["name"] is not None:
+                del record["total"], record["fingerprint"], record["newest"]
+                rows.append(ScheduleRow(**record))
+        return state, rows
+
+    def table_state(self) -> TableState:
+        with self._conn() as conn, wrap_errors("reading schedules"):
+            total, fingerprint, newest = conn.execute(queries["table_fingerprint"]).fetchone()
+        return TableState(total, fingerprint, newest)
+
+    def owned_names(self, deployment: str) -> list[str]:
+        """Names that ``deployment`` registered (to spot rows its config no longer has)."""
+        with self._conn() as conn, wrap_errors("reading schedules"):
+            return [r[0] for r in conn.execute(queries["owned_names"],
+                                               {"deployment": deployment})]
 
     def get(self, name: str) -> ScheduleRow:
         with self._conn() as conn, wrap_errors(f"reading schedule {name!r}"):

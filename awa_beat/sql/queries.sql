@@ -195,3 +195,35 @@ SELECT id, kind, queue, args, state::text AS state, priority, max_attempts, meta
  WHERE metadata ->> 'cron_name' = %(name)s
  ORDER BY id DESC
  LIMIT %(limit)s;
+
+-- changed_schedules --
+-- The evaluator's one query per pass: a fingerprint of the whole table (row count and
+-- a hash of the names, so any insert or delete shows) and the rows changed since
+-- %(since)s. Pauses, resumes, edits and fires all bump updated_at.
+WITH stats AS (
+    SELECT count(*) AS total, coalesce(sum(hashtext(name)::bigint), 0) AS fingerprint,
+           max(updated_at) AS newest
+      FROM awa.cron_jobs
+)
+SELECT s.total, s.fingerprint, s.newest,
+       c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority,
+       c.max_attempts, c.tags, c.metadata, c.missed_fire_policy, c.last_enqueued_at,
+       c.created_at, c.updated_at, c.paused_at, c.paused_by, o.deployment
+  FROM stats s
+  LEFT JOIN awa.cron_jobs c ON c.updated_at > %(since)s
+  LEFT JOIN awa_beat.schedules o ON o.name = c.name;
+
+-- table_fingerprint --
+SELECT count(*) AS total, coalesce(sum(hashtext(name)::bigint), 0) AS fingerprint,
+       max(updated_at) AS newest
+  FROM awa.cron_jobs;
+
+-- get_schedules --
+SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
+       c.tags, c.metadata, c.missed_fire_policy, c.last_enqueued_at, c.created_at,
+       c.updated_at, c.paused_at, c.paused_by, s.deployment
+  FROM awa.cron_jobs c LEFT JOIN awa_beat.schedules s USING (name)
+ WHERE c.name = ANY(%(names)s);
+
+-- owned_names --
+SELECT name FROM awa_beat.schedules WHERE deployment = %(deployment)s ORDER BY name;

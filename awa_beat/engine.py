@@ -1,0 +1,280 @@
+"""The evaluator: which schedules are due, and firing them. No Celery in here.
+
+The engine keeps every row of ``awa.cron_jobs`` in memory (ours and other
+deployments', as Awa's leader does), with the instant each one next becomes due in a
+heap, so a pass costs nothing per schedule that is not due:
+
+* :meth:`Engine.run_pass` fires everything due (one batched statement), refreshes
+  from the database when the refresh interval has passed (one query), and returns
+  how long to sleep: until the next due fire or the next refresh, whichever is first.
+* Refreshing reads only rows whose ``updated_at`` moved (pauses, resumes, edits and
+  fires by anyone bump it), plus a fingerprint of the whole table (count and a hash of
+  the names) that reveals inserts and deletes; when the fingerprint differs from what
+  we hold, everything is re-read. The lookback overlaps by a few seconds, so a
+  transaction that committed late is still seen; the periodic full reload (each sync)
+  catches anything slower than that.
+* Firing follows Awa's evaluator to the second (:func:`~awa_beat.fire_times.due_fires`):
+  ``coalesce`` fires the latest missed fire, ``catch_up`` every missed fire in order,
+  at most ``catch_up_limit`` per schedule per pass, the rest on the next passes.
+* A row whose expression, time zone or policy is invalid is logged once (again only
+  when the row changes) and skipped; it never stops the others.
+
+Time is always passed in (``clock``), so tests drive the engine with a fake clock.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
+
+from .errors import ScheduleError
+from .fire_times import Calendar, calendar_for, due_fires, next_fire_after
+from .store import FireRequest, FireResult, ScheduleRow, Store, TableState
+
+logger = logging.getLogger(__name__)
+
+UTC = timezone.utc
+POLICIES = ("coalesce", "catch_up")
+#: How far back each refresh looks past the newest change it saw, for transactions
+#: that took their ``now()`` earlier but committed later.
+REFRESH_OVERLAP = timedelta(seconds=5)
+#: Delay before retrying a schedule whose fire raised a database error (Awa: 1 s).
+RETRY_DELAY = 1.0
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class _Entry:
+    row: ScheduleRow
+    calendar: Calendar | None
+    due: float | None
+    """Epoch seconds at which the row next has a fire due; None: paused, invalid, never."""
+
+
+@dataclass
+class PassReport:
+    """What one pass did, for logs and tests."""
+
+    fired: FireResult
+    refreshed: bool
+    wait: float
+    """Seconds until the engine wants its next pass."""
+
+
+class Engine:
+    """Evaluates and fires every schedule of one database. Not thread-safe."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        catch_up_limit: int = 1000,
+        refresh_interval: float = 1.0,
+        clock: Callable[[], datetime] = utcnow,
+        on_fired: Callable[[FireResult], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.catch_up_limit = catch_up_limit
+        self.refresh_interval = refresh_interval
+        self.clock = clock
+        self.on_fired = on_fired
+        self._entries: dict[str, _Entry] = {}
+        self._heap: list[tuple[float, str]] = []
+        self._state: TableState | None = None
+        self._since = datetime.min.replace(tzinfo=UTC)
+        self._next_refresh = 0.0
+        self._reported: dict[str, tuple[datetime, str]] = {}
+
+    # -- loading -----------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Read every row afresh (at start, on a fingerprint change, at each sync)."""
+        state = self.store.table_state()
+        rows = self.store.schedules()
+        self._entries.clear()
+        self._heap.clear()
+        self._apply(rows)
+        self._adopt_state(state)
+        self._next_refresh = self._now_epoch() + self.refresh_interval
+
+    def refresh(self) -> None:
+        """Pick up what others changed since the last refresh (one query)."""
+        state, rows = self.store.changes(self._since)
+        if self._state is not None and (state.total, state.fingerprint) != (
+            len(self._entries), self._state.fingerprint
+        ):
+            self.load()
+            return
+        if self._state is None:
+            self.load()
+            return
+        self._apply(rows)
+        self._adopt_state(state)
+
+    def _adopt_state(self, state: TableState) -> None:
+        self._state = state
+        if state.newest is not None:
+            self._since = max(self._since, state.newest - REFRESH_OVERLAP)
+
+    def _apply(self, rows: Iterable[ScheduleRow]) -> None:
+        for row in rows:
+            current = self._entries.get(row.name)
+            if current is not None and current.row == row:
+                continue
+            self._set(row)
+
+    def _set(self, row: ScheduleRow) -> None:
+        calendar = None
+        problem = None
+        try:
+            calendar = calendar_for(row.cron_expr, row.timezone)
+        except ScheduleError as exc:
+            problem = str(exc)
+        if problem is None and row.missed_fire_policy not in POLICIES:
+            problem = f"unknown missed-fire policy {row.missed_fire_policy!r}"
+        if problem is not None:
+            self._report_invalid(row, problem)
+            calendar = None
+        entry = _Entry(row, calendar, None)
+        self._entries[row.name] = entry
+        self._schedule(entry)
+
+    def _report_invalid(self, row: ScheduleRow, problem: str) -> None:
+        key = (row.updated_at, problem)
+        if self._reported.get(row.name) != key:
+            self._reported[row.name] = key
+            logger.error("beat: schedule %r is invalid and is skipped until it changes: %s",
+                         row.name, problem)
+
+    def _schedule(self, entry: _Entry, *, at: float | None = None) -> None:
+        row = entry.row
+        if entry.calendar is None or row.paused_at is not None:
+            entry.due = None
+            return
+        if at is None:
+            at = self._first_due(entry)
+        entry.due = at
+        if at is not None:
+            heapq.heappush(self._heap, (at, row.name))
+
+    def _first_due(self, entry: _Entry) -> float | None:
+        """When the row first has something due, by Awa's rules."""
+        row, calendar = entry.row, entry.calendar
+        assert calendar is not None
+        if row.last_enqueued_at is None:
+            # Awa fires a new row's latest fire in [floor(created_at - 60 s), now].
+            start = (row.created_at - timedelta(seconds=60)).replace(microsecond=0)
+            fire = calendar.next_from(start, inclusive=True)
+        else:
+            fire = next_fire_after(calendar, row.last_enqueued_at)
+        return None if fire is None else fire.timestamp()
+
+    # -- passes ------------------------------------------------------------------------------
+
+    def _now_epoch(self) -> float:
+        return self.clock().timestamp()
+
+    def next_due(self) -> float | None:
+        """Epoch seconds of the earliest due fire held, or None."""
+        self._drop_stale()
+        return self._heap[0][0] if self._heap else None
+
+    def _drop_stale(self) -> None:
+        heap = self._heap
+        while heap:
+            due, name = heap[0]
+            entry = self._entries.get(name)
+            if entry is not None and entry.due == due:
+                return
+            heapq.heappop(heap)
+
+    def run_pass(self) -> PassReport:
+        """Fire what is due, refresh if it is time; return how long to sleep."""
+        if self._state is None:
+            self.load()
+        fired = self.fire_due()
+        refreshed = False
+        if self._now_epoch() >= self._next_refresh:
+            self.refresh()
+            self._next_refresh = self._now_epoch() + self.refresh_interval
+            refreshed = True
+        return PassReport(fired, refreshed, self.wait())
+
+    def wait(self) -> float:
+        now = self._now_epoch()
+        until = self._next_refresh
+        due = self.next_due()
+        if due is not None:
+            until = min(until, due)
+        return max(0.0, until - now)
+
+    def fire_due(self) -> FireResult:
+        """Fire every schedule whose due time has come, in one batched statement."""
+        now = self.clock()
+        now_epoch = now.timestamp()
+        requests: list[FireRequest] = []
+        while True:
+            self._drop_stale()
+            if not self._heap or self._heap[0][0] > now_epoch:
+                break
+            _, name = heapq.heappop(self._heap)
+            entry = self._entries[name]
+            entry.due = None
+            row = entry.row
+            assert entry.calendar is not None
+            fires = due_fires(entry.calendar, last_enqueued_at=row.last_enqueued_at,
+                              created_at=row.created_at, now=now,
+                              policy=row.missed_fire_policy, limit=self.catch_up_limit)
+            if fires:
+                requests.append(FireRequest(name, row.last_enqueued_at, fires))
+            else:
+                self._schedule(entry)
+        if not requests:
+            return FireResult()
+        result = self.store.fire(requests)
+        self._after_fire(requests, result, now_epoch)
+        if self.on_fired is not None and result.jobs:
+            self.on_fired(result)
+        return result
+
+    def _after_fire(self, requests: list[FireRequest], result: FireResult,
+                    now_epoch: float) -> None:
+        fired = result.fired_names()
+        lost = []
+        for request in requests:
+            entry = self._entries[request.name]
+            if request.name in fired:
+                if len(request.fire_times) >= self.catch_up_limit:
+                    logger.warning("beat: schedule %r hit the catch-up limit of %s fires in one "
+                                   "pass; the rest follow in the next passes",
+                                   request.name, self.catch_up_limit)
+                entry.row = replace(entry.row, last_enqueued_at=request.fire_times[-1])
+                self._schedule(entry)
+            elif request.name in result.failed:
+                self._report_invalid(entry.row, f"firing failed: {result.failed[request.name]}")
+                self._schedule(entry, at=now_epoch + RETRY_DELAY)
+            else:
+                lost.append(request.name)
+        if lost:
+            # Another evaluator fired first, or the row was paused, edited or removed
+            # meanwhile: take the database's word for it.
+            rows = {row.name: row for row in self.store.get_many(lost)}
+            for name in lost:
+                if name in rows:
+                    self._set(rows[name])
+                else:
+                    self._entries.pop(name, None)
+
+    # -- introspection -----------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def rows(self) -> list[ScheduleRow]:
+        return [entry.row for entry in self._entries.values()]

@@ -1,0 +1,142 @@
+"""Leadership: one active beat per lock key, any number of standbys.
+
+States and steps::
+
+    follower --try_acquire() wins--> leader --ping() fails / resign()--> follower
+
+* The lock is a session-level ``pg_try_advisory_lock`` on a dedicated connection that
+  no pool can recycle, so it lives exactly as long as that connection.
+* A follower calls :meth:`Leadership.try_acquire` every election interval.
+* A leader calls :meth:`Leadership.ping` every ping interval; a failed ping means the
+  session (and so the lock) may be gone, so leadership ends at once.
+* :meth:`Leadership.resign` unlocks and closes the connection, so a standby takes over
+  within its election interval.
+
+The lock only keeps standbys idle. Correctness never rests on it: every fire is a
+compare-and-swap on the schedule's cursor, so even two beats that both believe they
+lead cannot enqueue the same fire twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import time
+
+import psycopg
+
+from .config import redact
+from .errors import StoreError
+from .store import connect
+
+logger = logging.getLogger(__name__)
+
+#: The bytes of "AWA_BEAT": our default lock key. Never Awa's own "AWA_MAIN"
+#: (4708303813012965710), which would shut Awa workers out of all their maintenance.
+DEFAULT_LOCK_KEY = int.from_bytes(b"AWA_BEAT", "big")
+AWA_MAIN_LOCK_KEY = 4708303813012965710
+
+
+class SessionLockUnsupported(StoreError):
+    """Session advisory locks do not hold on this connection (transaction pooling?)."""
+
+
+class Leadership:
+    """Holds (or waits for) the session advisory lock ``lock_key``."""
+
+    def __init__(self, conninfo: str, lock_key: int = DEFAULT_LOCK_KEY) -> None:
+        if lock_key == AWA_MAIN_LOCK_KEY:
+            raise ValueError("awa_beat_lock_key must not be Awa's own lock key (AWA_MAIN)")
+        self.conninfo = conninfo
+        self.lock_key = lock_key
+        self.identity = f"{socket.gethostname()}:{os.getpid()}"
+        self._conn: psycopg.Connection | None = None
+        self.since: float | None = None
+        """Monotonic time leadership was won, or None while following."""
+
+    def __repr__(self) -> str:
+        state = "leader" if self.is_leader else "follower"
+        return f"<Leadership {self.identity} key={self.lock_key} {state}>"
+
+    @property
+    def is_leader(self) -> bool:
+        return self.since is not None
+
+    def try_acquire(self) -> bool:
+        """One non-blocking attempt; True when this process now leads."""
+        if self.is_leader:
+            return True
+        try:
+            conn = self._connection()
+            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (self.lock_key,)).fetchone()
+            if not (row and row[0]):
+                return False
+            self._check_session_lock(conn)
+        except psycopg.Error as exc:
+            self._drop_connection()
+            logger.warning("beat: election attempt failed on %s: %s",
+                           redact(self.conninfo), str(exc).strip().splitlines()[0])
+            return False
+        self.since = time.monotonic()
+        logger.info("beat: %s is now the leader (lock key %s)", self.identity, self.lock_key)
+        return True
+
+    def ping(self) -> bool:
+        """Check the lock's session is alive; on failure, stop leading at once."""
+        if not self.is_leader or self._conn is None:
+            return False
+        try:
+            self._conn.execute("SELECT 1")
+        except psycopg.Error as exc:
+            logger.warning("beat: %s lost leadership (lock key %s): ping failed: %s",
+                           self.identity, self.lock_key, str(exc).strip().splitlines()[0])
+            self._lose()
+            return False
+        return True
+
+    def resign(self) -> None:
+        """Release the lock now so a standby can take over; idempotent."""
+        if self._conn is not None and self.is_leader:
+            # If this fails the session is going away anyway, and with it the lock.
+            with contextlib.suppress(psycopg.Error):
+                self._conn.execute("SELECT pg_advisory_unlock(%s)", (self.lock_key,))
+            logger.info("beat: %s resigned leadership (lock key %s)",
+                        self.identity, self.lock_key)
+        self._lose()
+
+    close = resign
+
+    def _lose(self) -> None:
+        self.since = None
+        self._drop_connection()
+
+    def _connection(self) -> psycopg.Connection:
+        if self._conn is None or self._conn.closed:
+            self._conn = connect(self.conninfo, connect_timeout=5,
+                                 application_name="awa-beat leader")
+        return self._conn
+
+    def _drop_connection(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                self._conn.close()
+        self._conn = None
+
+    def _check_session_lock(self, conn: psycopg.Connection) -> None:
+        # Behind PgBouncer in transaction or statement pooling, the next statement may
+        # run on another server session, where this lock is not held: refuse to run.
+        row = conn.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+            " AND pid = pg_backend_pid() AND objsubid = 1"
+            " AND ((classid::bigint << 32) | objid::bigint) = %s",
+            (self.lock_key,),
+        ).fetchone()
+        if not row or row[0] != 1:
+            conn.execute("SELECT pg_advisory_unlock_all()")
+            raise SessionLockUnsupported(
+                "session advisory locks do not hold on this connection: is it going through "
+                "PgBouncer in transaction or statement pooling? Point awa_beat_database_url "
+                "at PostgreSQL directly or at a session-pooling PgBouncer"
+            )

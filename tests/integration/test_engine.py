@@ -1,0 +1,181 @@
+"""The evaluator against a real PostgreSQL, driven by an injected clock."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import psycopg
+import pytest
+
+from awa_beat.engine import Engine
+from awa_beat.store import Store
+
+pytestmark = pytest.mark.integration
+UTC = timezone.utc
+
+
+class Clock:
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **kwargs: float) -> None:
+        self.now += timedelta(**kwargs)
+
+
+def add(store: Store, conn: psycopg.Connection, name: str, cron_expr: str, cursor: datetime,
+        **over: Any) -> None:
+    row = {"name": name, "cron_expr": cron_expr, "timezone": "UTC", "kind": "t.k",
+           "queue": "default", "args": {"args": [], "kwargs": {}}, "priority": 2,
+           "max_attempts": 25, "tags": [], "metadata": {}, "missed_fire_policy": "coalesce"}
+    row.update(over)
+    store.sync([row], deployment="test")
+    conn.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s WHERE name = %s",
+                 (cursor, name))
+
+
+def fired(conn: psycopg.Connection, name: str) -> list[str]:
+    return [r[0] for r in conn.execute(
+        "SELECT metadata ->> 'cron_fire_time' FROM awa.jobs"
+        " WHERE metadata ->> 'cron_name' = %s ORDER BY id", (name,))]
+
+
+T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+
+
+def test_coalesce_fires_only_the_latest_missed_fire(store: Store, conn) -> None:
+    add(store, conn, "c", "* * * * *", T0)
+    clock = Clock(T0 + timedelta(minutes=10, seconds=30))
+    engine = Engine(store, clock=clock)
+    report = engine.run_pass()
+    assert fired(conn, "c") == ["2026-03-02 12:10:00+00"]
+    assert report.wait == pytest.approx(1.0)  # the refresh comes before 12:11:00
+    clock.advance(seconds=30)
+    engine.run_pass()
+    assert fired(conn, "c") == ["2026-03-02 12:10:00+00", "2026-03-02 12:11:00+00"]
+
+
+def test_catch_up_replays_in_order_bounded_per_pass(store: Store, conn) -> None:
+    add(store, conn, "cu", "* * * * *", T0, missed_fire_policy="catch_up")
+    clock = Clock(T0 + timedelta(minutes=7, seconds=5))
+    engine = Engine(store, clock=clock, catch_up_limit=3)
+    assert engine.run_pass().wait == 0  # more is due right away
+    assert len(fired(conn, "cu")) == 3
+    engine.run_pass()
+    engine.run_pass()
+    assert engine.run_pass().wait > 0
+    assert fired(conn, "cu") == [f"2026-03-02 12:0{m}:00+00" for m in range(1, 8)]
+
+
+def test_dst_fall_back_fires_only_the_first_pass(store: Store, conn) -> None:
+    add(store, conn, "ny", "30 1 * 11 *", datetime(2025, 10, 31, tzinfo=UTC),
+        timezone="America/New_York", missed_fire_policy="catch_up")
+    engine = Engine(store, clock=Clock(datetime(2025, 11, 3, 12, tzinfo=UTC)))
+    engine.run_pass()
+    assert fired(conn, "ny") == ["2025-11-01 05:30:00+00", "2025-11-02 05:30:00+00",
+                                 "2025-11-03 06:30:00+00"]
+
+
+def test_dst_spring_forward_moves_to_the_end_of_the_gap(store: Store, conn) -> None:
+    add(store, conn, "ny", "30 2 * * *", datetime(2025, 3, 8, 12, tzinfo=UTC),
+        timezone="America/New_York", missed_fire_policy="catch_up")
+    engine = Engine(store, clock=Clock(datetime(2025, 3, 10, 12, tzinfo=UTC)))
+    engine.run_pass()
+    assert fired(conn, "ny") == ["2025-03-09 07:00:00+00", "2025-03-10 06:30:00+00"]
+
+
+def test_interval_fires_on_the_epoch_grid(store: Store, conn) -> None:
+    start = datetime(2026, 3, 2, 12, 0, 1, tzinfo=UTC)  # epoch second divisible by 7
+    assert int(start.timestamp()) % 7 == 0
+    add(store, conn, "i7", "@every 7s", start, missed_fire_policy="catch_up")
+    clock = Clock(start + timedelta(seconds=20))
+    Engine(store, clock=clock).run_pass()
+    assert fired(conn, "i7") == ["2026-03-02 12:00:08+00", "2026-03-02 12:00:15+00"]
+
+
+def test_wait_is_the_time_until_the_next_fire(store: Store, conn) -> None:
+    add(store, conn, "h", "0 * * * *", T0)
+    engine = Engine(store, clock=Clock(T0 + timedelta(minutes=59, seconds=59.5)),
+                    refresh_interval=3600)
+    assert engine.run_pass().wait == pytest.approx(0.5)
+
+
+def test_paused_rows_are_skipped_and_resume_is_noticed(store: Store, conn) -> None:
+    add(store, conn, "p", "* * * * *", T0)
+    store.pause("p", by="test")
+    clock = Clock(T0 + timedelta(minutes=5))
+    engine = Engine(store, clock=clock)
+    engine.run_pass()
+    assert fired(conn, "p") == []
+    store.resume("p")
+    clock.advance(seconds=1)
+    engine.run_pass()  # the refresh sees the resume
+    engine.run_pass()
+    assert fired(conn, "p") == ["2026-03-02 12:05:00+00"]  # coalesced: one fire
+
+
+def test_new_changed_and_removed_rows_are_noticed_on_refresh(store: Store, conn) -> None:
+    add(store, conn, "a", "0 0 1 1 *", T0)
+    clock = Clock(T0)
+    engine = Engine(store, clock=clock)
+    engine.run_pass()
+    add(store, conn, "b", "* * * * *", T0)  # written by someone else
+    conn.execute("UPDATE awa.cron_jobs SET cron_expr = '* * * * *', updated_at = now()"
+                 " WHERE name = 'a'")
+    clock.advance(minutes=1)
+    engine.run_pass()
+    engine.run_pass()
+    assert fired(conn, "a") == fired(conn, "b") == ["2026-03-02 12:01:00+00"]
+    store.remove("b")
+    clock.advance(seconds=1)
+    engine.run_pass()
+    assert {row.name for row in engine.rows()} == {"a"}
+
+
+def test_invalid_rows_are_logged_once_and_skipped(store: Store, conn, caplog) -> None:
+    add(store, conn, "good", "* * * * *", T0)
+    conn.execute("INSERT INTO awa.cron_jobs (name, cron_expr, kind, last_enqueued_at)"
+                 " VALUES ('bad', 'FRI-MON', 'k', %s), ('badtz', '* * * * *', 'k', %s)",
+                 (T0, T0))
+    conn.execute("UPDATE awa.cron_jobs SET timezone = 'Mars/Base' WHERE name = 'badtz'")
+    clock = Clock(T0 + timedelta(minutes=1))
+    engine = Engine(store, clock=clock)
+    with caplog.at_level(logging.ERROR, logger="awa_beat.engine"):
+        for _ in range(3):
+            engine.run_pass()
+            clock.advance(seconds=1)
+    assert fired(conn, "good") == ["2026-03-02 12:01:00+00"]
+    messages = [r.getMessage() for r in caplog.records]
+    assert len([m for m in messages if "'bad'" in m]) == 1
+    assert len([m for m in messages if "'badtz'" in m]) == 1
+
+
+def test_two_engines_without_a_lock_still_fire_once(store: Store, conn, db_url: str) -> None:
+    for i in range(20):
+        add(store, conn, f"s{i}", "* * * * *", T0, missed_fire_policy="catch_up")
+    clock = Clock(T0 + timedelta(minutes=3))
+    with Store(db_url) as other:
+        first, second = Engine(store, clock=clock), Engine(other, clock=clock)
+        first.load()
+        second.load()
+        first.run_pass()
+        second.run_pass()  # read the same cursors: every CAS loses
+        clock.advance(minutes=1)
+        second.run_pass()
+        first.run_pass()
+    counts = conn.execute(
+        "SELECT count(*), count(DISTINCT (metadata ->> 'cron_name', metadata ->> "
+        "'cron_fire_time')) FROM awa.jobs").fetchone()
+    assert counts == (20 * 4, 20 * 4)
+
+
+def test_a_new_awa_row_with_no_cursor_follows_awas_first_fire_rule(store: Store, conn) -> None:
+    created = datetime(2026, 3, 2, 9, 1, 0, 700000, tzinfo=UTC)
+    conn.execute("INSERT INTO awa.cron_jobs (name, cron_expr, kind, created_at)"
+                 " VALUES ('fresh', '0 9 * * *', 'k', %s)", (created,))
+    Engine(store, clock=Clock(datetime(2026, 3, 2, 9, 5, tzinfo=UTC))).run_pass()
+    assert fired(conn, "fresh") == ["2026-03-02 09:00:00+00"]
