@@ -2,3 +2,12 @@
 
 __version__ = "0.1.0"
 
+
+
+def __getattr__(name: str) -> object:
+    # `celery beat -S awa_beat.Scheduler` without importing Celery for the pure parts.
+    if name == "Scheduler":
+        from .celery_scheduler import Scheduler
+
+        return Scheduler
+    raise AttributeError(f"module 'awa_beat' has no attribute {name!r}")

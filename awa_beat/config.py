@@ -1,15 +1,20 @@
-"""Where awa-beat finds its database, and how a DSN is shown without its password."""
+"""awa-beat's settings, where it finds its database, and DSNs shown without passwords."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from .errors import ConfigError
 
 DATABASE_URL_ENV = "AWA_BEAT_DATABASE_URL"
+#: The bytes of "AWA_BEAT": the default leader lock key. Never Awa's own "AWA_MAIN"
+#: (4708303813012965710), which would shut Awa workers out of all their maintenance.
+DEFAULT_LOCK_KEY = int.from_bytes(b"AWA_BEAT", "big")
 
 
 def redact(dsn: str) -> str:
@@ -43,3 +48,82 @@ def database_url(
     environ = os.environ if environ is None else environ
     url = explicit or environ.get(DATABASE_URL_ENV) or None
     return validate_dsn(url) if url else None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """awa-beat's settings, read Celery-style from the app's configuration.
+
+    Each key ``awa_beat_<name>`` may also be given in the environment as
+    ``AWA_BEAT_<NAME>`` (handy in containers); the app's configuration wins.
+    """
+
+    database_url: str | None = None
+    lock_key: int = DEFAULT_LOCK_KEY
+    sync_interval: float = 60.0
+    ping_interval: float = 30.0
+    election_interval: float = 1.0
+    catch_up_limit: int = 1000
+    default_timezone: str = "UTC"
+    dispatch: str | None = None
+    deployment: str = "default"
+
+    @classmethod
+    def from_app(cls, conf: Any, environ: Mapping[str, str] | None = None,
+                 *, app_name: str | None = None) -> Settings:
+        environ = os.environ if environ is None else environ
+
+        def get(name: str) -> Any:
+            value = _conf_get(conf, f"awa_beat_{name}")
+            if value is None:
+                value = environ.get(f"AWA_BEAT_{name.upper()}") or None
+            return value
+
+        defaults = cls()
+        app_timezone = _conf_get(conf, "timezone")
+        url = get("database_url")
+        return cls(
+            database_url=validate_dsn(str(url)) if url else None,
+            lock_key=_number(get("lock_key"), "lock_key", int, defaults.lock_key,
+                             minimum=-(2**63), maximum=2**63 - 1),
+            sync_interval=_number(get("sync_interval"), "sync_interval", float,
+                                  defaults.sync_interval, minimum=1),
+            ping_interval=_number(get("ping_interval"), "ping_interval", float,
+                                  defaults.ping_interval, minimum=0.1),
+            election_interval=_number(get("election_interval"), "election_interval", float,
+                                      defaults.election_interval, minimum=0.05),
+            catch_up_limit=_number(get("catch_up_limit"), "catch_up_limit", int,
+                                   defaults.catch_up_limit, minimum=1),
+            default_timezone=str(get("default_timezone") or app_timezone or "UTC"),
+            dispatch=_choice(get("dispatch"), "dispatch", ("celery", "awa")),
+            deployment=str(get("deployment") or app_name or "default"),
+        )
+
+
+def _conf_get(conf: Any, key: str) -> Any:
+    try:
+        return conf.get(key)
+    except AttributeError:  # pragma: no cover - a plain object
+        return getattr(conf, key, None)
+
+
+def _number(value: Any, key: str, kind: type, default: Any, *, minimum: float,
+            maximum: float | None = None) -> Any:
+    if value is None:
+        return default
+    try:
+        number = kind(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"awa_beat_{key} must be a {kind.__name__}, not {value!r}") from None
+    if number < minimum or (maximum is not None and number > maximum):
+        raise ConfigError(f"awa_beat_{key} is {value!r}; it must be at least {minimum}"
+                          + (f" and at most {maximum}" if maximum is not None else ""))
+    return number
+
+
+def _choice(value: Any, key: str, allowed: tuple[str, ...]) -> str | None:
+    if value is None:
+        return None
+    if value not in allowed:
+        raise ConfigError(f"awa_beat_{key} is {value!r}; use one of {', '.join(allowed)}")
+    return str(value)

@@ -34,6 +34,8 @@ def embedded_database_url(data_dir: Path | None = None, dbname: str = "postgres"
             "set AWA_BEAT_DATABASE_URL (or awa_beat_database_url) or "
             "`pip install 'awa-beat[embedded]'`"
         ) from exc
+    # pgserver logs every step of starting and stopping at INFO; keep beat's log readable.
+    logging.getLogger("pgserver").setLevel(logging.WARNING)
     path = (data_dir or default_data_dir()).resolve()
     path.mkdir(parents=True, exist_ok=True)
     server = _servers.get(path)

@@ -27,15 +27,12 @@ import time
 
 import psycopg
 
-from .config import redact
+from .config import DEFAULT_LOCK_KEY, redact
 from .errors import StoreError
 from .store import connect
 
 logger = logging.getLogger(__name__)
 
-#: The bytes of "AWA_BEAT": our default lock key. Never Awa's own "AWA_MAIN"
-#: (4708303813012965710), which would shut Awa workers out of all their maintenance.
-DEFAULT_LOCK_KEY = int.from_bytes(b"AWA_BEAT", "big")
 AWA_MAIN_LOCK_KEY = 4708303813012965710
 
 

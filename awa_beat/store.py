@@ -291,6 +291,12 @@ class Store:
             return cur.execute(queries["jobs_for_schedule"],
                                {"name": name, "limit": limit}).fetchall()
 
+    def recent_jobs(self, limit: int = 20) -> list[dict[str, Any]]:
+        """The newest jobs fired or triggered from any schedule."""
+        with self._conn() as conn, wrap_errors("reading jobs"):
+            cur = conn.cursor(row_factory=dict_row)
+            return cur.execute(queries["recent_jobs"], {"limit": limit}).fetchall()
+
     # -- firing --------------------------------------------------------------------------
 
     def fire(self, requests: Sequence[FireRequest]) -> FireResult:

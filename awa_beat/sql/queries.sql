@@ -227,3 +227,10 @@ SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.m
 
 -- owned_names --
 SELECT name FROM awa_beat.schedules WHERE deployment = %(deployment)s ORDER BY name;
+
+-- recent_jobs --
+SELECT id, kind, queue, args, state::text AS state, metadata, created_at
+  FROM awa.jobs
+ WHERE metadata ? 'cron_name'
+ ORDER BY id DESC
+ LIMIT %(limit)s;

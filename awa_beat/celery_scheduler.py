@@ -1,0 +1,186 @@
+"""``celery beat -S awa_beat.Scheduler``: Celery's beat loop driving the awa-beat engine.
+
+A thin adapter. Celery calls :meth:`Scheduler.tick` in a loop and sleeps for what it
+returns; each tick either stands for election (standby) or runs one engine pass
+(leader). Start-up validates the whole ``beat_schedule`` (every problem at once, then
+exit 1 without a traceback), migrates, and syncs (additive: rows for entries that
+left the config are kept, and reported).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import Any
+
+from celery import beat
+
+from .config import Settings, redact
+from .embedded import default_data_dir, embedded_database_url
+from .engine import Engine
+from .errors import AwaBeatError, StoreError
+from .leader import Leadership
+from .spec import specs_from_beat_schedule
+from .store import Store
+
+logger = logging.getLogger("awa_beat.beat")
+
+
+class Scheduler(beat.Scheduler):
+    """Celery beat scheduler backed by PostgreSQL, safe to run as many replicas."""
+
+    #: Celery's banner shows this; our real cadence is per pass (see tick()).
+    max_interval = 1.0
+
+    def __init__(self, app: Any, *args: Any, lazy: bool = False, **kwargs: Any) -> None:
+        self.settings = Settings.from_app(app.conf, app_name=app.main)
+        self.database_url = self.settings.database_url
+        self.store: Store | None = None
+        self.engine: Engine | None = None
+        self.leadership: Leadership | None = None
+        self._next_election = 0.0
+        self._next_ping = 0.0
+        self._next_sync = 0.0
+        self._outage = False
+        self._specs: list[Any] = []
+        kwargs.pop("max_interval", None)
+        super().__init__(app, *args, lazy=lazy, max_interval=self.max_interval, **kwargs)
+
+    # -- Celery's contract ----------------------------------------------------------------------
+
+    def setup_schedule(self) -> None:
+        try:
+            self._start()
+        except AwaBeatError as exc:
+            self.close()
+            # A user mistake or an unreachable database: say so and exit, no traceback.
+            logger.critical("awa-beat cannot start: %s", exc)
+            sys.stderr.write(f"awa-beat: {exc}\n")
+            raise SystemExit(1) from None
+
+    def tick(self, *args: Any, **kwargs: Any) -> float:
+        """One step of the beat loop; returns seconds until the next step is needed."""
+        assert self.leadership is not None and self.engine is not None
+        now = time.monotonic()
+        if not self.leadership.is_leader:
+            if now < self._next_election:
+                return self._next_election - now
+            self._next_election = now + self.settings.election_interval
+            try:
+                won = self.leadership.try_acquire()
+            except AwaBeatError as exc:  # e.g. PgBouncer transaction pooling
+                logger.critical("awa-beat cannot lead: %s", exc)
+                sys.stderr.write(f"awa-beat: {exc}\n")
+                raise SystemExit(1) from None
+            if not won:
+                return self.settings.election_interval
+            self._next_ping = now + self.settings.ping_interval
+            self._next_sync = now + self.settings.sync_interval
+            try:
+                self.engine.load()
+            except StoreError as exc:
+                return self._store_failed(exc)
+        if now >= self._next_ping:
+            self._next_ping = now + self.settings.ping_interval
+            if not self.leadership.ping():
+                return 0.0
+        try:
+            if now >= self._next_sync:
+                self._next_sync = now + self.settings.sync_interval
+                self._sync()
+                self.engine.load()
+            report = self.engine.run_pass()
+        except StoreError as exc:
+            return self._store_failed(exc)
+        if self._outage:
+            logger.info("beat: database reachable again")
+            self._outage = False
+        return min(report.wait, self._next_ping - now, self._next_sync - now)
+
+    def close(self) -> None:
+        if self.leadership is not None:
+            self.leadership.resign()
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
+    def should_sync(self) -> bool:
+        return False  # every fire is already durable; there is nothing to save
+
+    def get_schedule(self) -> dict[str, Any]:
+        return {}
+
+    def set_schedule(self, schedule: dict[str, Any]) -> None:
+        pass
+
+    schedule = property(get_schedule, set_schedule)
+
+    @property
+    def info(self) -> str:
+        url = redact(self.database_url) if self.database_url else "embedded PostgreSQL"
+        return (f"awa-beat: database {url}, lock key {self.settings.lock_key}, "
+                f"deployment {self.settings.deployment!r}")
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        entries = dict(self.app.conf.beat_schedule or {})
+        self._add_default_entries(entries)
+        self._specs = specs_from_beat_schedule(
+            entries, default_timezone=self.settings.default_timezone)
+        if self.database_url is None:
+            data_dir = default_data_dir()
+            self.database_url = embedded_database_url(data_dir)
+            logger.warning("beat: no awa_beat_database_url / AWA_BEAT_DATABASE_URL set; using "
+                           "an embedded PostgreSQL in %s, for trying things out only", data_dir)
+        self.store = Store(self.database_url).open()
+        self.store.migrate()
+        self._sync(startup=True)
+        self.engine = Engine(self.store, catch_up_limit=self.settings.catch_up_limit,
+                             on_fired=self._log_fired)
+        self.leadership = Leadership(self.database_url, self.settings.lock_key)
+
+    def _add_default_entries(self, entries: dict[str, Any]) -> None:
+        # What Celery's own beat adds: the result backend's nightly cleanup.
+        conf = self.app.conf
+        if (conf.result_expires and "celery.backend_cleanup" not in entries
+                and not self.app.backend.supports_autoexpire):
+            from celery.schedules import crontab
+
+            entries["celery.backend_cleanup"] = {
+                "task": "celery.backend_cleanup", "schedule": crontab("0", "4", "*"),
+                "options": {"expires": 12 * 3600}}
+
+    def _sync(self, *, startup: bool = False) -> None:
+        assert self.store is not None
+        result = self.store.sync([spec.row() for spec in self._specs],
+                                 deployment=self.settings.deployment)
+        if startup or result.inserted or result.updated:
+            logger.info("beat: synced %d schedule(s): %d new, %d changed, %d unchanged",
+                        len(self._specs), result.inserted, result.updated, result.unchanged)
+        if startup:
+            self._warn_orphans()
+
+    def _warn_orphans(self) -> None:
+        assert self.store is not None
+        configured = {spec.name for spec in self._specs}
+        orphans = [n for n in self.store.owned_names(self.settings.deployment)
+                   if n not in configured]
+        for name in orphans:
+            logger.warning("beat: schedule %r is stored (deployment %r) but no longer in "
+                           "beat_schedule; it keeps firing until removed: "
+                           "`awa-beat remove %s`", name, self.settings.deployment, name)
+
+    def _store_failed(self, exc: StoreError) -> float:
+        if not self._outage:
+            logger.error("beat: database error, retrying: %s", exc)
+            self._outage = True
+        assert self.leadership is not None
+        self.leadership.ping()
+        return min(self.settings.election_interval, 1.0)
+
+    @staticmethod
+    def _log_fired(result: Any) -> None:
+        for job in result.jobs:
+            logger.info("beat: fired %s for %s (job %s)", job.name, job.fire_time, job.job_id)
