@@ -12,13 +12,15 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from celery import beat
 
 from .config import Settings, redact
 from .embedded import default_data_dir, embedded_database_url
-from .engine import Engine
+from .engine import Engine, utcnow
 from .errors import AwaBeatError, StoreError
 from .leader import Leadership
 from .spec import specs_from_beat_schedule
@@ -33,7 +35,9 @@ class Scheduler(beat.Scheduler):
     #: Celery's banner shows this; our real cadence is per pass (see tick()).
     max_interval = 1.0
 
-    def __init__(self, app: Any, *args: Any, lazy: bool = False, **kwargs: Any) -> None:
+    def __init__(self, app: Any, *args: Any, lazy: bool = False,
+                 clock: Callable[[], datetime] = utcnow, **kwargs: Any) -> None:
+        self.clock = clock
         self.settings = Settings.from_app(app.conf, app_name=app.main)
         self.database_url = self.settings.database_url
         self.store: Store | None = None
@@ -138,7 +142,7 @@ class Scheduler(beat.Scheduler):
         self.store.migrate()
         self._sync(startup=True)
         self.engine = Engine(self.store, catch_up_limit=self.settings.catch_up_limit,
-                             on_fired=self._log_fired)
+                             clock=self.clock, on_fired=self._log_fired)
         self.leadership = Leadership(self.database_url, self.settings.lock_key)
 
     def _add_default_entries(self, entries: dict[str, Any]) -> None:

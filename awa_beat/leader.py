@@ -112,7 +112,7 @@ class Leadership:
     def _connection(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
             self._conn = connect(self.conninfo, connect_timeout=5,
-                                 application_name="awa-beat leader")
+                                 application_name=f"awa-beat leader {os.getpid()}")
         return self._conn
 
     def _drop_connection(self) -> None:

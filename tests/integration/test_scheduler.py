@@ -1,0 +1,136 @@
+"""awa_beat.Scheduler inside a real Celery app, in-process, with an injected clock."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from celery import Celery
+from celery.schedules import crontab
+
+from awa_beat.celery_scheduler import Scheduler
+from awa_beat.store import connect
+
+pytestmark = pytest.mark.integration
+UTC = timezone.utc
+
+
+class Clock:
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def make_app(db_url: str, beat_schedule: dict[str, Any], **conf: Any) -> Celery:
+    app = Celery("testproj", set_as_current=False)
+    app.conf.update(broker_url="memory://", result_expires=None, timezone="UTC",
+                    beat_schedule=beat_schedule, awa_beat_database_url=db_url,
+                    awa_beat_election_interval=0.05, **conf)
+    return app
+
+
+def backend_count(conn, dbname: str) -> int:
+    return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s",
+                        (dbname,)).fetchone()[0]
+
+
+def jobs(conn) -> list[tuple[str, str]]:
+    return [(r[0], r[1]) for r in conn.execute(
+        "SELECT metadata ->> 'cron_name', metadata ->> 'cron_fire_time' FROM awa.jobs"
+        " ORDER BY id")]
+
+
+def test_lazy_instance_opens_no_connection(db_url: str, conn) -> None:
+    before = backend_count(conn, conn.info.dbname)
+    scheduler = Scheduler(app=make_app(db_url, {"t": {"task": "t", "schedule": 5}}), lazy=True,
+                          schedule_filename="ignored", max_interval=300)
+    assert backend_count(conn, conn.info.dbname) == before
+    assert "awa-beat" in scheduler.info
+    scheduler.close()
+
+
+def test_scheduler_syncs_elects_and_fires_with_injected_clock(db_url: str, conn) -> None:
+    start = datetime.now(UTC).replace(microsecond=0)
+    clock = Clock(start)
+    app = make_app(db_url, {
+        "every-minute": {"task": "t.minute", "schedule": crontab(), "args": [1]},
+        "ny-daily": {"task": "t.daily", "schedule": crontab(minute=30, hour=2),
+                     "options": {"awa_beat": {"timezone": "America/New_York",
+                                              "missed_fire_policy": "catch_up"}}},
+        "every-7s": {"task": "t.seven", "schedule": 7,
+                     "options": {"awa_beat": {"missed_fire_policy": "catch_up"}}},
+    })
+    scheduler = Scheduler(app=app, clock=clock)
+    try:
+        assert {r[0] for r in conn.execute("SELECT name FROM awa.cron_jobs")} == {
+            "every-minute", "ny-daily", "every-7s"}
+        assert scheduler.tick() >= 0  # wins the election and runs a first pass
+        assert scheduler.leadership.is_leader
+        # Move the cursors to a known past and let the clock cross a DST change.
+        conn.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s, updated_at = now()",
+                     (datetime(2025, 3, 8, 12, tzinfo=UTC),))
+        clock.now = datetime(2025, 3, 10, 12, 0, 0, tzinfo=UTC)
+        scheduler.engine.load()
+        scheduler.tick()
+        fired = jobs(conn)
+        assert ("ny-daily", "2025-03-09 07:00:00+00") in fired  # 02:30 skipped -> 03:00 EDT
+        assert ("ny-daily", "2025-03-10 06:30:00+00") in fired
+        assert [f for n, f in fired if n == "every-minute"] == ["2025-03-10 12:00:00+00"]
+        sevens = [f for n, f in fired if n == "every-7s"]
+        assert len(sevens) == 1000  # the catch-up limit per pass; the rest next passes
+        scheduler.tick()
+        assert len([1 for n, _ in jobs(conn) if n == "every-7s"]) == 2000
+    finally:
+        scheduler.close()
+    assert not scheduler.leadership.is_leader
+
+
+def test_bad_schedule_exits_with_every_problem_and_writes_nothing(db_url: str, conn,
+                                                                    capsys) -> None:
+    app = make_app(db_url, {
+        "good": {"task": "t", "schedule": 5},
+        "bad": {"task": "t", "schedule": crontab(), "options": {"awa_beat": {"priority": 7}}},
+        "worse": {"task": "t", "schedule": "every day"},
+    })
+    with pytest.raises(SystemExit) as info:
+        Scheduler(app=app)
+    assert info.value.code == 1
+    err = capsys.readouterr().err
+    assert "entry 'bad', field 'options.awa_beat.priority'" in err
+    assert "entry 'worse', field 'schedule'" in err
+    assert conn.execute("SELECT count(*) FROM awa.cron_jobs").fetchone()[0] == 0
+
+
+def test_two_schedulers_only_one_leads_and_close_hands_over(db_url: str) -> None:
+    schedule = {"t": {"task": "t", "schedule": 5}}
+    first = Scheduler(app=make_app(db_url, schedule))
+    second = Scheduler(app=make_app(db_url, schedule))
+    try:
+        first.tick()
+        second.tick()
+        assert first.leadership.is_leader and not second.leadership.is_leader
+        first.close()
+        deadline = 50
+        while not second.leadership.is_leader and deadline:
+            second._next_election = 0
+            second.tick()
+            deadline -= 1
+        assert second.leadership.is_leader
+    finally:
+        first.close()
+        second.close()
+
+
+def test_orphans_are_reported_not_deleted(db_url: str, caplog) -> None:
+    Scheduler(app=make_app(db_url, {"old": {"task": "t", "schedule": 5},
+                                    "kept": {"task": "t", "schedule": 5}})).close()
+    with caplog.at_level("WARNING", logger="awa_beat.beat"):
+        Scheduler(app=make_app(db_url, {"kept": {"task": "t", "schedule": 5}})).close()
+    assert any("'old' is stored" in r.getMessage() and "awa-beat remove old" in r.getMessage()
+               for r in caplog.records)
+    c = connect(db_url)
+    assert {r[0] for r in c.execute("SELECT name FROM awa.cron_jobs")} == {"old", "kept"}
+    c.close()
