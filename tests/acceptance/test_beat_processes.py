@@ -8,6 +8,7 @@ must have no gap.
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -133,7 +134,7 @@ def test_three_replicas_survive_kill_term_and_terminated_lock(beats: Beats,
     keys = [(name, fire) for name, fire, _ in rows]
     assert len(keys) == len(set(keys)), "a fire was enqueued twice"
     catch_up = sorted(datetime.fromisoformat(f) for n, f, _ in rows if n == "catch-up-3s")
-    gaps = [b - a for a, b in zip(catch_up, catch_up[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(catch_up)]
     assert len(catch_up) >= 5 and all(g.total_seconds() == 3 for g in gaps), catch_up
 
 
