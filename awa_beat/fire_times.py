@@ -1,0 +1,396 @@
+"""Fire-time arithmetic shared with Awa's evaluator; no clock, no I/O.
+
+Every function takes the current time as an argument and works on aware datetimes; every
+returned instant is an aware UTC datetime with whole seconds.
+
+* :class:`CronCalendar` steps exactly like croner 2.2.0's ``iter_from`` under chrono-tz: the
+  search runs on the naive wall clock in the schedule's zone; a repeated wall time resolves to
+  its earliest instant (so a schedule fires only in the first pass of a repeated hour); a wall
+  time that does not exist moves forward second by second to the end of the gap, and a gap
+  that is more than 3600 s away ends the iteration (the schedule stalls, as Awa's does).
+* :class:`IntervalCalendar` fires every ``n`` seconds on a grid anchored at the Unix epoch.
+* :func:`due_fires` ports Awa's ``compute_fire_times`` (``awa-worker/src/maintenance.rs``):
+  first registration, ``coalesce`` and ``catch_up``.
+
+Intervals share Awa's ``awa.cron_jobs`` table, so they are stored as text in ``cron_expr``:
+:func:`interval_expression` writes an equivalent Awa cron expression when the grid is a cron
+pattern in UTC, otherwise the marker ``@every {n}s``, which Awa rejects and therefore never
+fires on a calendar of its own.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import date, datetime, timedelta, timezone, tzinfo
+from functools import lru_cache
+from typing import Protocol, runtime_checkable
+
+from awa_beat.cron import CronExpression, load_timezone, local_seconds
+from awa_beat.errors import InvalidCronExpression
+
+__all__ = [
+    "CATCH_UP_LIMIT",
+    "Calendar",
+    "CronCalendar",
+    "IntervalCalendar",
+    "calendar_for",
+    "due_fires",
+    "fires_between",
+    "interval_expression",
+    "next_fire_after",
+]
+
+#: Awa's ``CRON_CATCH_UP_LIMIT``: at most this many catch-up fires per schedule per pass.
+CATCH_UP_LIMIT = 1000
+
+_UTC = timezone.utc
+_EPOCH = datetime(1970, 1, 1, tzinfo=_UTC)
+_SECOND = timedelta(seconds=1)
+_MINUTE = timedelta(minutes=1)
+_ORDINAL_1970 = date(1970, 1, 1).toordinal()
+_MAX_EPOCH = (datetime(9999, 12, 31, 23, 59, 59, tzinfo=_UTC) - _EPOCH) // _SECOND
+_EVERY = re.compile(r"@every ([1-9][0-9]*)s")
+_POLICIES = ("coalesce", "catch_up")
+# chrono's from_local_datetime + croner: a wall time in a gap is moved forward by at most
+# this many seconds; further than that the search fails.
+_GAP_STEPS = 3600
+
+# Zones with one fixed offset for all time, so wall time is plain arithmetic.
+_FIXED_ZONES = frozenset(
+    {
+        "UTC", "Etc/UTC", "UCT", "Etc/UCT", "Universal", "Etc/Universal", "Zulu", "Etc/Zulu",
+        "GMT", "Etc/GMT", "GMT0", "Etc/GMT0", "GMT+0", "Etc/GMT+0", "GMT-0", "Etc/GMT-0",
+        "Greenwich", "Etc/Greenwich",
+    }
+)  # fmt: skip
+_ETC_GMT = re.compile(r"Etc/GMT[+-]([0-9]|1[0-4])")
+
+
+@runtime_checkable
+class Calendar(Protocol):
+    """A set of fire instants, stepped through like croner's iterator."""
+
+    def next_from(self, start: datetime, *, inclusive: bool = True) -> datetime | None:
+        """The next fire at or after ``start`` (after, if not ``inclusive``), in UTC, or
+        ``None`` when there is none. Sub-seconds of ``start`` are ignored."""
+        ...
+
+
+def _epoch_seconds(t: datetime) -> int:
+    """Whole seconds since the Unix epoch, rounded down (croner drops sub-seconds)."""
+    if t.tzinfo is None or t.utcoffset() is None:
+        raise ValueError(f"an aware datetime is required, got naive {t!r}")
+    return (t - _EPOCH) // _SECOND
+
+
+def _from_epoch(seconds: int) -> datetime:
+    return datetime.fromtimestamp(seconds, _UTC)
+
+
+def _fields(local: int) -> tuple[int, int, int, int, int, int]:
+    """Wall-clock fields of ``local`` seconds since 1970-01-01 00:00:00 (no zone)."""
+    days, secs = divmod(local, 86400)
+    d = date.fromordinal(days + _ORDINAL_1970)
+    h, rest = divmod(secs, 3600)
+    mi, s = divmod(rest, 60)
+    return d.year, d.month, d.day, h, mi, s
+
+
+def _offset_seconds(delta: timedelta) -> int:
+    return delta.days * 86400 + delta.seconds
+
+
+def _fixed_offset(tz: tzinfo) -> int | None:
+    """The zone's offset in seconds if it never changes, else ``None``."""
+    if isinstance(tz, timezone):
+        offset = tz.utcoffset(None)
+    else:
+        key = getattr(tz, "key", None)
+        if key is None or not (key in _FIXED_ZONES or _ETC_GMT.fullmatch(key)):
+            return None
+        offset = tz.utcoffset(datetime(2000, 1, 1))
+    return None if offset is None else _offset_seconds(offset)
+
+
+class CronCalendar:
+    """An Awa cron schedule: ``expr`` evaluated on the wall clock of ``tz``."""
+
+    __slots__ = ("_fixed", "expr", "tz")
+
+    def __init__(self, expr: CronExpression, tz: tzinfo) -> None:
+        self.expr = expr
+        self.tz = tz
+        self._fixed = _fixed_offset(tz)
+
+    def __repr__(self) -> str:
+        return f"CronCalendar({self.expr.source!r}, {getattr(self.tz, 'key', self.tz)!r})"
+
+    def next_from(self, start: datetime, *, inclusive: bool = True) -> datetime | None:
+        """croner's ``find_next_occurrence(start, inclusive)``.
+
+        The result can lie *before* ``start`` when ``start`` is in the second pass of a
+        repeated hour: the wall time is found first and then resolved to its earliest instant,
+        exactly as croner does. Use :func:`next_fire_after` for "the first fire after t".
+        """
+        found = self.next_epoch(_epoch_seconds(start), inclusive)
+        return None if found is None else datetime.fromtimestamp(found, _UTC)
+
+    def next_epoch(self, start: int, inclusive: bool = True) -> int | None:
+        """:meth:`next_from` on whole epoch seconds."""
+        try:
+            return self._next_epoch(start, inclusive)
+        except (OverflowError, ValueError):
+            return None  # wall time outside years 1-9999: past croner's limit anyway
+
+    def _next_epoch(self, start: int, inclusive: bool) -> int | None:
+        offset = self._fixed
+        if offset is not None:
+            local = start + offset if inclusive else start + offset + 1
+            found = self.expr.next_fields(*_fields(local))
+            return None if found is None else local_seconds(*found) - offset
+        wall = datetime.fromtimestamp(start, self.tz)
+        if inclusive:
+            found = self.expr.next_fields(
+                wall.year, wall.month, wall.day, wall.hour, wall.minute, wall.second
+            )
+        else:
+            local = local_seconds(
+                wall.year, wall.month, wall.day, wall.hour, wall.minute, wall.second
+            )
+            found = self.expr.next_fields(*_fields(local + 1))
+        return None if found is None else self._resolve(found)
+
+    def _resolve(self, wall: tuple[int, int, int, int, int, int]) -> int | None:
+        """chrono-tz's ``from_local_datetime`` as croner uses it: earliest instant of a
+        repeated wall time; for a missing one, the first valid wall time up to 3600 s later."""
+        local = local_seconds(*wall)
+        tz = self.tz
+        dt = datetime(*wall, tzinfo=tz)
+        before = _offset_seconds(dt.utcoffset())  # type: ignore[arg-type]
+        after = _offset_seconds(dt.replace(fold=1).utcoffset())  # type: ignore[arg-type]
+        if before >= after:
+            # Equal: an ordinary time. Greater: clocks went back; fold=0 is the first pass.
+            return local - before
+        if self._gap_offset(local + _GAP_STEPS) is None:
+            return None
+        lo, hi = 1, _GAP_STEPS
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._gap_offset(local + mid) is None:
+                lo = mid + 1
+            else:
+                hi = mid
+        offset = self._gap_offset(local + lo)
+        assert offset is not None
+        return local + lo - offset
+
+    def _gap_offset(self, local: int) -> int | None:
+        """The offset of the earliest instant at wall time ``local``, ``None`` in a gap."""
+        dt = datetime(*_fields(local), tzinfo=self.tz)
+        before = _offset_seconds(dt.utcoffset())  # type: ignore[arg-type]
+        after = _offset_seconds(dt.replace(fold=1).utcoffset())  # type: ignore[arg-type]
+        return before if before >= after else None
+
+
+class IntervalCalendar:
+    """Fires at every instant ``t`` with ``(t - 1970-01-01T00:00:00Z) % seconds == 0``."""
+
+    __slots__ = ("seconds",)
+
+    def __init__(self, seconds: int) -> None:
+        if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 1:
+            raise ValueError(f"an interval must be a whole number of seconds >= 1, not {seconds!r}")
+        self.seconds = seconds
+
+    def __repr__(self) -> str:
+        return f"IntervalCalendar({self.seconds})"
+
+    def next_from(self, start: datetime, *, inclusive: bool = True) -> datetime | None:
+        """The first grid instant at or after ``start`` rounded down to the second (after,
+        if not ``inclusive``), mirroring croner's truncation; ``None`` past the year 9999."""
+        found = self.next_epoch(_epoch_seconds(start), inclusive)
+        return None if found is None else datetime.fromtimestamp(found, _UTC)
+
+    def next_epoch(self, start: int, inclusive: bool = True) -> int | None:
+        """:meth:`next_from` on whole epoch seconds."""
+        if not inclusive:
+            start += 1
+        n = self.seconds
+        found = -(-start // n) * n
+        return found if found <= _MAX_EPOCH else None
+
+
+def interval_expression(seconds: int) -> str:
+    """Text to store in ``awa.cron_jobs.cron_expr`` (with time zone ``UTC``) for an interval.
+
+    When the epoch-anchored grid of ``seconds`` is exactly an Awa cron pattern in UTC, return
+    that pattern, so an Awa leader sharing the table fires it on the same calendar. Otherwise
+    return ``@every {seconds}s``, which Awa rejects, so it never fires it on another calendar.
+    """
+    if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 1:
+        raise ValueError(f"an interval must be a whole number of seconds >= 1, not {seconds!r}")
+    if seconds < 60 and 60 % seconds == 0:
+        return "* * * * * *" if seconds == 1 else f"*/{seconds} * * * * *"
+    if seconds % 60 == 0 and seconds < 3600 and 60 % (seconds // 60) == 0:
+        m = seconds // 60
+        return "0 * * * * *" if m == 1 else f"0 */{m} * * * *"
+    if seconds % 3600 == 0 and seconds < 86400 and 24 % (seconds // 3600) == 0:
+        h = seconds // 3600
+        return "0 0 * * * *" if h == 1 else f"0 0 */{h} * * *"
+    if seconds == 86400:
+        return "0 0 0 * * *"
+    if seconds == 7 * 86400:
+        return "0 0 0 * * 4"  # 1970-01-01 was a Thursday
+    return f"@every {seconds}s"
+
+
+def calendar_for(cron_expr: str, timezone: str) -> Calendar:
+    """The calendar stored in a ``cron_expr`` / ``timezone`` pair: either ``@every {n}s`` or
+    an Awa cron expression. Raises :class:`InvalidCronExpression` or
+    :class:`~awa_beat.errors.InvalidTimezone`."""
+    return _calendar_for(cron_expr, timezone)
+
+
+@lru_cache(maxsize=4096)
+def _calendar_for(cron_expr: str, timezone: str) -> Calendar:
+    tz = load_timezone(timezone)
+    if not isinstance(cron_expr, str):
+        raise InvalidCronExpression(f"a cron expression must be text, not {cron_expr!r}")
+    match = _EVERY.fullmatch(cron_expr)
+    if match is not None:
+        return IntervalCalendar(int(match.group(1)))
+    return CronCalendar(CronExpression.parse(cron_expr), tz)
+
+
+# -- Awa's evaluator -------------------------------------------------------------------------
+
+
+def _iter_from(calendar: Calendar, start: datetime) -> Iterator[datetime]:
+    """croner's ``iter_from(start)``: each step searches inclusively from the previous
+    result plus one second.
+
+    Awa's iterator can also jump back: a seconds-field fire on the last second before clocks go
+    back is followed by the earliest instant of the repeated hour, and Awa's loops would then
+    cycle through that hour for ever. We end the iteration there instead.
+    """
+    if isinstance(calendar, (CronCalendar, IntervalCalendar)):
+        # Same steps on integers: no datetime objects until a result is yielded.
+        step = calendar.next_epoch
+        cursor = _epoch_seconds(start)
+        prev: int | None = None
+        while True:
+            found = step(cursor, True)
+            if found is None or (prev is not None and found <= prev):
+                return
+            yield datetime.fromtimestamp(found, _UTC)
+            prev = found
+            cursor = found + 1
+    last: datetime | None = None
+    current = start
+    while True:
+        result = calendar.next_from(current, inclusive=True)
+        if result is None or (last is not None and result <= last):
+            return
+        yield result
+        last = result
+        current = result + _SECOND
+
+
+def next_fire_after(calendar: Calendar, t: datetime) -> datetime | None:
+    """The first fire strictly after ``t``, as Awa's evaluator finds it (iterating from ``t``
+    and skipping fires at or before it), or ``None`` if the calendar never fires again."""
+    for fire in _iter_from(calendar, t):
+        if fire > t:
+            return fire
+    return None
+
+
+def fires_between(
+    calendar: Calendar, after: datetime, until: datetime, limit: int = CATCH_UP_LIMIT
+) -> list[datetime]:
+    """Every fire in ``(after, until]`` in order, at most ``limit`` of them: what Awa's
+    ``catch_up`` policy replays when the cursor is ``after`` and the clock reads ``until``."""
+    fires: list[datetime] = []
+    if limit <= 0:
+        return fires
+    for fire in _iter_from(calendar, after):
+        if fire > until:
+            break
+        if fire <= after:
+            continue
+        fires.append(fire)
+        if len(fires) >= limit:
+            break
+    return fires
+
+
+def _first_due(
+    calendar: Calendar, search_start: datetime, last: datetime | None, now: datetime
+) -> datetime | None:
+    for fire in _iter_from(calendar, search_start):
+        if fire > now:
+            return None
+        if last is None or fire > last:
+            return fire
+    return None
+
+
+def _latest_due_in_window(
+    calendar: Calendar, window_start: datetime, last: datetime | None, now: datetime
+) -> datetime | None:
+    latest = None
+    for fire in _iter_from(calendar, window_start):
+        if fire > now:
+            break
+        if last is None or fire > last:
+            latest = fire
+    return latest
+
+
+def _latest_due(
+    calendar: Calendar, search_start: datetime, last: datetime | None, now: datetime
+) -> datetime | None:
+    first_due = _first_due(calendar, search_start, last, now)
+    if first_due is None:
+        return None
+    total_span = max((now - first_due) // _SECOND, 1)
+    lookback = 1
+    while True:
+        # Awa has no backwards iterator: it probes a window ending at `now` that doubles in
+        # size, and scans only that window once it holds a due fire.
+        window_start = max(now - timedelta(seconds=lookback), first_due)
+        probe = calendar.next_from(window_start, inclusive=True)
+        if probe is not None and probe <= now and (last is None or probe > last):
+            return _latest_due_in_window(calendar, window_start, last, now) or first_due
+        if lookback >= total_span:
+            return first_due
+        lookback = min(lookback * 2, total_span)
+
+
+def due_fires(
+    calendar: Calendar,
+    *,
+    last_enqueued_at: datetime | None,
+    created_at: datetime,
+    now: datetime,
+    policy: str,
+    limit: int = CATCH_UP_LIMIT,
+) -> list[datetime]:
+    """The fires Awa's leader would enqueue for one schedule on a pass at ``now``.
+
+    * No cursor yet (``last_enqueued_at`` is ``None``), under either policy: at most one fire,
+      the latest in ``[floor(created_at - 60 s), now]``.
+    * ``coalesce``: only the latest fire in ``(last_enqueued_at, now]``.
+    * ``catch_up``: every fire in ``(last_enqueued_at, now]`` in order, at most ``limit``.
+
+    Cheap when nothing is due: two calendar steps. Raises ``ValueError`` for another policy.
+    """
+    if policy not in _POLICIES:
+        raise ValueError(f"unknown missed-fire policy {policy!r}; use 'coalesce' or 'catch_up'")
+    last = last_enqueued_at
+    search_start = last if last is not None else created_at - _MINUTE
+    if last is None or policy == "coalesce":
+        fire = _latest_due(calendar, search_start, last, now)
+        return [] if fire is None else [fire]
+    return fires_between(calendar, last, now, limit)
