@@ -1,0 +1,82 @@
+"""The awa-beat command line against a real database."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import datetime, timezone
+
+import pytest
+from click.testing import CliRunner
+
+from awa_beat.cli import main
+from awa_beat.store import Store, connect
+
+pytestmark = pytest.mark.acceptance
+
+
+def run(*args: str, input: str | None = None):
+    return CliRunner().invoke(main, list(args), input=input, catch_exceptions=False)
+
+
+@pytest.fixture
+def url(db_url: str) -> str:
+    with Store(db_url) as store:
+        store.sync([{
+            "name": "report", "cron_expr": "0 9 * * 1-5", "timezone": "Europe/Paris",
+            "kind": "t.report", "queue": "default", "args": {"args": [], "kwargs": {}},
+            "priority": 2, "max_attempts": 25, "tags": [], "metadata": {},
+            "missed_fire_policy": "coalesce"}], deployment="proj")
+    return db_url
+
+
+def test_migrate_on_an_empty_database(empty_db_url: str) -> None:
+    result = run("migrate", "--database-url", empty_db_url)
+    assert result.exit_code == 0, result.output
+    assert "migrated to awa-beat schema v" in result.output
+    again = run("migrate", "--database-url", empty_db_url)
+    assert "already at awa-beat schema" in again.output
+
+
+def test_list_pause_trigger_resume_remove(url: str) -> None:
+    listed = json.loads(run("list", "--json", "--database-url", url).output)
+    assert [r["name"] for r in listed] == ["report"]
+    nxt = datetime.fromisoformat(listed[0]["next_fire"])
+    assert nxt > datetime.now(timezone.utc) and nxt.astimezone().minute == 0
+    assert run("pause", "report", "--by", "oncall", "--database-url", url).exit_code == 0
+    table = run("list", "--database-url", url).output
+    assert "by oncall" in table and "Europe/Paris" in table
+    assert "job" in run("trigger", "report", "--database-url", url).output
+    assert run("resume", "report", "--database-url", url).exit_code == 0
+    assert run("remove", "report", "--database-url", url, input="n\n").exit_code == 1
+    assert run("remove", "report", "--yes", "--database-url", url).exit_code == 0
+    assert json.loads(run("list", "--json", "--database-url", url).output) == []
+    conn = connect(url)
+    assert conn.execute("SELECT count(*) FROM awa.jobs").fetchone()[0] == 1
+    conn.close()
+
+
+@pytest.mark.parametrize("command", ["pause", "resume", "trigger", "remove"])
+def test_unknown_name_is_a_one_line_error(url: str, command: str) -> None:
+    result = subprocess.run([sys.executable, "-m", "awa_beat", command, "nope",
+                             "--database-url", url], capture_output=True, text=True)
+    assert result.returncode == 1
+    assert result.stderr == "error: no schedule named 'nope'\n"
+
+
+def test_unreachable_database_hides_the_password() -> None:
+    result = subprocess.run([sys.executable, "-m", "awa_beat", "list", "--database-url",
+                             "postgresql://u:s3cret@127.0.0.1:1/x"], capture_output=True,
+                            text=True)
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: cannot connect to")
+    assert "s3cret" not in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_malformed_url() -> None:
+    result = subprocess.run([sys.executable, "-m", "awa_beat", "migrate", "--database-url",
+                             "not a url"], capture_output=True, text=True)
+    assert result.returncode == 1
+    assert "malformed" in result.stderr and "Traceback" not in result.stderr
