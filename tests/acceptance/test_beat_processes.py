@@ -89,12 +89,18 @@ def beats(standalone_url: str, tmp_path: Path) -> Iterator[Beats]:
     b.stop_all()
 
 
-def leader_pid(conn: psycopg.Connection) -> int | None:
+def leader(conn: psycopg.Connection) -> tuple[int, int] | None:
+    """(OS pid of the leading beat, backend pid of its lock session), or None."""
     row = conn.execute(
         "SELECT a.application_name, a.pid FROM pg_locks l JOIN pg_stat_activity a USING (pid)"
         " WHERE l.locktype = 'advisory' AND l.granted AND a.datname = current_database()"
         " AND a.application_name LIKE 'awa-beat leader %%'").fetchone()
-    return int(row[0].rsplit(" ", 1)[1]) if row else None
+    return (int(row[0].rsplit(" ", 1)[1]), row[1]) if row else None
+
+
+def leader_pid(conn: psycopg.Connection) -> int | None:
+    found = leader(conn)
+    return found[0] if found else None
 
 
 def fires(conn: psycopg.Connection) -> list[tuple[str, str, datetime]]:
@@ -110,17 +116,23 @@ def test_three_replicas_survive_kill_term_and_terminated_lock(beats: Beats,
         beats.start()
     try:
         for action in ("SIGKILL", "SIGTERM", "terminate", "SIGKILL"):
-            old = wait_for(lambda: leader_pid(conn), 30, "a leader")
+            old, old_session = wait_for(lambda: leader(conn), 30, "a leader")
             before = len(fires(conn))
             wait_for(lambda b=before: len(fires(conn)) >= b + 2, 10, "fires from the leader")
             if action == "terminate":
-                conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                             " WHERE application_name = %s", (f"awa-beat leader {old}",))
-            else:
-                os.kill(old, getattr(signal, action))
-                [proc] = [p for p in beats.procs if p.pid == old]
-                proc.wait(10)
-                beats.start()  # keep three replicas, like an orchestrator would
+                # The session (and with it the lock) dies; whoever wins the next election,
+                # possibly the same process on a new session, leads from then on.
+                conn.execute("SELECT pg_terminate_backend(%s)", (old_session,))
+                wait_for(lambda s=old_session: (leader(conn) or (0, s))[1] != s, 15,
+                         "a new leader session")
+                continue_after = len(fires(conn))
+                wait_for(lambda c=continue_after: len(fires(conn)) >= c + 2, 10,
+                         "fires after the lock was lost")
+                continue
+            os.kill(old, getattr(signal, action))
+            [proc] = [p for p in beats.procs if p.pid == old]
+            proc.wait(10)
+            beats.start()  # keep three replicas, like an orchestrator would
             wait_for(lambda o=old: leader_pid(conn) not in (None, o), 15, "a new leader")
             count = len(fires(conn))
             wait_for(lambda c=count: len(fires(conn)) >= c + 2, 10, "fires after failover")
