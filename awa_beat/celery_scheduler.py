@@ -10,6 +10,7 @@ left the config are kept, and reported).
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -18,15 +19,18 @@ from typing import Any
 
 from celery import beat
 
+from .bridge import Bridge
 from .config import Settings, redact
 from .embedded import default_data_dir, embedded_database_url
 from .engine import Engine, utcnow
-from .errors import AwaBeatError, StoreError
+from .errors import AwaBeatError, ConfigError, StoreError
 from .leader import Leadership
 from .spec import specs_from_beat_schedule
-from .store import Store
+from .store import FireResult, Store
 
 logger = logging.getLogger("awa_beat.beat")
+#: Fault injection for tests only ("exit-after-fire"); never set it in production.
+_FAULT = os.environ.get("AWA_BEAT_TEST_FAULT")
 
 
 class Scheduler(beat.Scheduler):
@@ -41,6 +45,7 @@ class Scheduler(beat.Scheduler):
         self.settings = Settings.from_app(app.conf, app_name=app.main)
         self.database_url = self.settings.database_url
         self.store: Store | None = None
+        self.bridge: Bridge | None = None
         self.engine: Engine | None = None
         self.leadership: Leadership | None = None
         self._next_election = 0.0
@@ -81,6 +86,8 @@ class Scheduler(beat.Scheduler):
                 return self.settings.election_interval
             self._next_ping = now + self.settings.ping_interval
             self._next_sync = now + self.settings.sync_interval
+            if self.bridge is not None:
+                self.bridge.pending = True  # the last leader may have left jobs unpublished
             try:
                 self.engine.load()
             except StoreError as exc:
@@ -95,14 +102,19 @@ class Scheduler(beat.Scheduler):
                 self._sync()
                 self.engine.load()
             report = self.engine.run_pass()
+            more = self._dispatch()
         except StoreError as exc:
             return self._store_failed(exc)
         if self._outage:
             logger.info("beat: database reachable again")
             self._outage = False
-        return min(report.wait, self._next_ping - now, self._next_sync - now)
+        if more:
+            return 0.0
+        return max(0.0, min(report.wait, self._next_ping - now, self._next_sync - now))
 
     def close(self) -> None:
+        if self.bridge is not None:
+            self.bridge.close()
         if self.leadership is not None:
             self.leadership.resign()
         if self.store is not None:
@@ -132,7 +144,8 @@ class Scheduler(beat.Scheduler):
         entries = dict(self.app.conf.beat_schedule or {})
         self._add_default_entries(entries)
         self._specs = specs_from_beat_schedule(
-            entries, default_timezone=self.settings.default_timezone)
+            entries, default_timezone=self.settings.default_timezone,
+            default_dispatch=self.settings.dispatch or "awa")
         if self.database_url is None:
             data_dir = default_data_dir()
             self.database_url = embedded_database_url(data_dir)
@@ -140,9 +153,18 @@ class Scheduler(beat.Scheduler):
                            "an embedded PostgreSQL in %s, for trying things out only", data_dir)
         self.store = Store(self.database_url).open()
         self.store.migrate()
+        celery_entries = [s.name for s in self._specs if s.dispatch == "celery"]
+        if celery_entries or self.settings.dispatch == "celery":
+            if self.store.awa_owned:
+                raise ConfigError(
+                    "Celery dispatch needs awa-beat's standalone schema, but Awa owns awa.jobs "
+                    "in this database (Awa workers would run those jobs too); give awa-beat "
+                    "a database of its own, or dispatch to Awa workers "
+                    f"(awa_beat_dispatch = 'awa'); entries: {', '.join(celery_entries)}")
+            self.bridge = Bridge(self.app, self.store, deployment=self.settings.deployment)
         self._sync(startup=True)
         self.engine = Engine(self.store, catch_up_limit=self.settings.catch_up_limit,
-                             clock=self.clock, on_fired=self._log_fired)
+                             clock=self.clock, on_fired=self._on_fired)
         self.leadership = Leadership(self.database_url, self.settings.lock_key)
 
     def _add_default_entries(self, entries: dict[str, Any]) -> None:
@@ -158,7 +180,7 @@ class Scheduler(beat.Scheduler):
 
     def _sync(self, *, startup: bool = False) -> None:
         assert self.store is not None
-        result = self.store.sync([spec.row() for spec in self._specs],
+        result = self.store.sync([spec.row(self.settings.deployment) for spec in self._specs],
                                  deployment=self.settings.deployment)
         if startup or result.inserted or result.updated:
             logger.info("beat: synced %d schedule(s): %d new, %d changed, %d unchanged",
@@ -184,7 +206,20 @@ class Scheduler(beat.Scheduler):
         self.leadership.ping()
         return min(self.settings.election_interval, 1.0)
 
-    @staticmethod
-    def _log_fired(result: Any) -> None:
+    def _on_fired(self, result: FireResult) -> None:
         for job in result.jobs:
             logger.info("beat: fired %s for %s (job %s)", job.name, job.fire_time, job.job_id)
+        if _FAULT == "exit-after-fire":
+            # Test hook: die between the fire's commit and the publish.
+            os._exit(3)
+        if self.bridge is not None:
+            self.bridge.pending = True
+
+    def _dispatch(self) -> bool:
+        """Publish what the bridge has pending; True when more is waiting right now."""
+        if self.bridge is None:
+            return False
+        if self.bridge.due():
+            self.bridge.drain()
+        self.bridge.purge()
+        return self.bridge.due()

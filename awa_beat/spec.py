@@ -16,6 +16,7 @@ Where things go in an entry (a normal Celery ``beat_schedule`` entry)::
                 "missed_fire_policy": "catch_up",   # or "coalesce" (default)
                 "queue": "default", "priority": 2,  # Awa's job fields
                 "max_attempts": 25, "tags": [], "metadata": {},
+                "dispatch": "celery",               # or "awa"; default: awa_beat_dispatch
             },
         },
     }
@@ -58,7 +59,9 @@ POLICIES = ("coalesce", "catch_up")
 #: Keys of ``options["awa_beat"]``.
 AWA_BEAT_OPTION = "awa_beat"
 _AWA_KEYS = {"timezone", "missed_fire_policy", "queue", "priority", "max_attempts", "tags",
-             "metadata"}
+             "metadata", "dispatch"}
+#: Who runs a fired job: a Celery worker (through the dispatch bridge) or an Awa worker.
+DISPATCHES = ("celery", "awa")
 #: Metadata keys written on every fired job; a user value would be overwritten.
 RESERVED_METADATA = {"cron_name", "cron_fire_time", "triggered_manually", "celery"}
 _ENTRY_KEYS = {"task", "schedule", "args", "kwargs", "options", "relative"}
@@ -81,15 +84,20 @@ class ScheduleSpec:
     max_attempts: int = 25
     tags: tuple[str, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    dispatch: str = "awa"
 
-    def row(self) -> dict[str, Any]:
+    def row(self, deployment: str | None = None) -> dict[str, Any]:
         """The ``awa.cron_jobs`` columns this spec syncs to.
 
         Celery's args and kwargs become the job's ``args``; the entry's apply_async
-        options ride in ``metadata["celery"]`` so every fired job carries them.
+        options and who dispatches the job ride in ``metadata["celery"]``, so every
+        fired job carries them.
         """
         metadata = dict(self.metadata)
-        metadata["celery"] = {"options": dict(self.options)}
+        metadata["celery"] = {"options": dict(self.options), "dispatch": self.dispatch}
+        if deployment is not None:
+            # The bridge publishes only its own deployment's jobs, to its own broker.
+            metadata["celery"]["deployment"] = deployment
         return {
             "name": self.name,
             "cron_expr": self.cron_expr,
@@ -116,7 +124,8 @@ class _Problems:
 
 
 def specs_from_beat_schedule(
-    beat_schedule: Mapping[str, Any], *, default_timezone: str = "UTC"
+    beat_schedule: Mapping[str, Any], *, default_timezone: str = "UTC",
+    default_dispatch: str = "awa",
 ) -> list[ScheduleSpec]:
     """Validate every entry of a Celery ``beat_schedule`` and convert it.
 
@@ -133,7 +142,7 @@ def specs_from_beat_schedule(
     except ScheduleError as exc:
         problems.add("(app)", "timezone", str(exc))
     for name, entry in beat_schedule.items():
-        spec = _convert(name, entry, default_timezone, problems)
+        spec = _convert(name, entry, default_timezone, default_dispatch, problems)
         if spec is not None:
             specs.append(spec)
     if problems.items:
@@ -147,7 +156,8 @@ def spec_from_entry(name: str, entry: Mapping[str, Any], *,
     return specs_from_beat_schedule({name: entry}, default_timezone=default_timezone)[0]
 
 
-def _convert(name: Any, entry: Any, default_tz: str, problems: _Problems) -> ScheduleSpec | None:
+def _convert(name: Any, entry: Any, default_tz: str, default_dispatch: str,
+             problems: _Problems) -> ScheduleSpec | None:
     before = len(problems.items)
     label = name if isinstance(name, str) else repr(name)
     if not isinstance(name, str) or not name:
@@ -211,6 +221,10 @@ def _convert(name: Any, entry: Any, default_tz: str, problems: _Problems) -> Sch
     except ScheduleError as exc:
         problems.add(label, "schedule", str(exc))
 
+    dispatch = awa.get("dispatch", default_dispatch)
+    if dispatch not in DISPATCHES:
+        problems.add(label, "options.awa_beat.dispatch",
+                     f"{dispatch!r} is not a dispatch; use 'celery' or 'awa'")
     policy = awa.get("missed_fire_policy", "coalesce")
     if policy not in POLICIES:
         problems.add(label, "options.awa_beat.missed_fire_policy",
@@ -251,7 +265,7 @@ def _convert(name: Any, entry: Any, default_tz: str, problems: _Problems) -> Sch
         name=name, kind=task, cron_expr=cron_expr, timezone=tz, args=args,
         kwargs=dict(kwargs), options=options, missed_fire_policy=policy, queue=queue,
         priority=int(priority), max_attempts=int(max_attempts), tags=tuple(tags),
-        metadata=dict(metadata),
+        metadata=dict(metadata), dispatch=dispatch,
     )
 
 

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -296,6 +296,33 @@ class Store:
         with self._conn() as conn, wrap_errors("reading jobs"):
             cur = conn.cursor(row_factory=dict_row)
             return cur.execute(queries["recent_jobs"], {"limit": limit}).fetchall()
+
+    # -- Celery dispatch bridge ------------------------------------------------------------
+
+    def pending_celery_jobs(self, deployment: str, limit: int) -> list[dict[str, Any]]:
+        """``deployment``'s jobs for Celery not yet accepted by the broker, in fire order."""
+        with self._conn() as conn, wrap_errors("reading unpublished jobs"):
+            cur = conn.cursor(row_factory=dict_row)
+            return cur.execute(queries["pending_celery_jobs"],
+                               {"deployment": deployment, "limit": limit}).fetchall()
+
+    def count_pending_celery_jobs(self, deployment: str) -> int:
+        with self._conn() as conn, wrap_errors("counting unpublished jobs"):
+            row = conn.execute(queries["count_pending_celery_jobs"],
+                               {"deployment": deployment}).fetchone()
+        return int(row[0]) if row else 0
+
+    def mark_published(self, ids: Sequence[int], task_ids: Sequence[str]) -> int:
+        with self._conn() as conn, wrap_errors("marking jobs published"):
+            cur = conn.execute(queries["mark_published"],
+                               {"ids": list(ids), "task_ids": list(task_ids)})
+            return cur.rowcount
+
+    def purge_published(self, retention: timedelta, limit: int) -> int:
+        with self._conn() as conn, wrap_errors("deleting published jobs"):
+            cur = conn.execute(queries["purge_published"],
+                               {"retention": retention, "limit": limit})
+            return cur.rowcount
 
     # -- firing --------------------------------------------------------------------------
 

@@ -1,9 +1,12 @@
 """A small Celery app with a realistic beat_schedule, run by awa-beat.
 
-    celery -A examples.proj beat -S awa_beat.Scheduler -l info
+    celery -A examples.proj worker -B -S awa_beat.Scheduler -l info
 
-With no AWA_BEAT_DATABASE_URL set, awa-beat starts an embedded PostgreSQL in
-./.awa-beat/pgdata. See fired jobs with `python -m examples.show_jobs`.
+runs a worker with an embedded awa-beat; `celery -A examples.proj beat -S
+awa_beat.Scheduler` runs beat alone (start several: one leads). With no
+AWA_BEAT_DATABASE_URL set, awa-beat starts an embedded PostgreSQL in ./.awa-beat/pgdata;
+with no CELERY_BROKER_URL, the broker is kombu's filesystem transport (no server).
+See fired jobs with `python -m examples.show_jobs`.
 """
 
 from __future__ import annotations
@@ -14,14 +17,19 @@ from datetime import timedelta
 from celery import Celery
 from celery.schedules import crontab
 
+BROKER_DIR = os.path.join(".awa-beat", "broker")
+os.makedirs(BROKER_DIR, exist_ok=True)  # the filesystem transport's message folder
+
 app = Celery("proj")
 app.conf.update(
     # Beat only writes jobs to PostgreSQL; the broker matters to workers (and to the
     # dispatch bridge). The filesystem transport needs no server.
     broker_url=os.environ.get("CELERY_BROKER_URL", "filesystem://"),
-    broker_transport_options={"data_folder_in": ".awa-beat/broker",
-                              "data_folder_out": ".awa-beat/broker"},
+    broker_transport_options={"data_folder_in": BROKER_DIR, "data_folder_out": BROKER_DIR},
     timezone="Europe/London",
+    # Fired jobs are published to the broker, so Celery workers run them.
+    awa_beat_dispatch="celery",
+    worker_hijack_root_logger=True,
     beat_schedule={
         # Every 10 seconds, on a grid anchored at the epoch: the same on every replica.
         "heartbeat": {
@@ -60,6 +68,7 @@ app.conf.update(
 
 @app.task(name="proj.heartbeat")
 def heartbeat() -> str:
+    print("heartbeat: beat fired me, a Celery worker ran me")
     return "ok"
 
 

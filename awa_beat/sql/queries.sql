@@ -234,3 +234,34 @@ SELECT id, kind, queue, args, state::text AS state, metadata, created_at
  WHERE metadata ? 'cron_name'
  ORDER BY id DESC
  LIMIT %(limit)s;
+
+-- pending_celery_jobs --
+-- Jobs this deployment's bridge still has to publish, oldest fire first.
+SELECT id, kind, args, metadata, created_at
+  FROM awa.jobs
+ WHERE state = 'available' AND (metadata -> 'celery' ->> 'dispatch') = 'celery'
+   AND (metadata -> 'celery' ->> 'deployment') = %(deployment)s
+ ORDER BY id
+ LIMIT %(limit)s;
+
+-- count_pending_celery_jobs --
+SELECT count(*) FROM awa.jobs
+ WHERE state = 'available' AND (metadata -> 'celery' ->> 'dispatch') = 'celery'
+   AND (metadata -> 'celery' ->> 'deployment') = %(deployment)s;
+
+-- mark_published --
+-- Only after the broker accepted the messages: the job is done, its task id recorded.
+UPDATE awa.jobs j
+   SET state = 'completed', finalized_at = now(),
+       metadata = j.metadata || jsonb_build_object('celery_task_id', u.task_id)
+  FROM unnest(%(ids)b::bigint[], %(task_ids)b::text[]) AS u(id, task_id)
+ WHERE j.id = u.id AND j.state = 'available';
+
+-- purge_published --
+-- Published jobs older than the retention, in a bounded batch.
+DELETE FROM awa.jobs
+ WHERE id IN (SELECT id FROM awa.jobs
+               WHERE state = 'completed'
+                 AND (metadata -> 'celery' ->> 'dispatch') = 'celery'
+                 AND finalized_at < now() - %(retention)s::interval
+               LIMIT %(limit)s);

@@ -147,7 +147,17 @@ def test_entry_converts_with_options_and_awa_settings() -> None:
     )
     row = spec.row()
     assert row["args"] == {"args": [1, "a"], "kwargs": {"full": True}}
-    assert row["metadata"] == {"team": "data", "celery": {"options": dict(spec.options)}}
+    assert row["metadata"] == {"team": "data",
+                               "celery": {"options": dict(spec.options), "dispatch": "awa"}}
+
+
+def test_dispatch_defaults_to_the_app_setting_and_entries_override_it() -> None:
+    specs = specs_from_beat_schedule({
+        "a": _entry(),
+        "b": _entry(options={"awa_beat": {"dispatch": "awa"}}),
+    }, default_dispatch="celery")
+    assert [s.dispatch for s in specs] == ["celery", "awa"]
+    assert specs[0].row()["metadata"]["celery"]["dispatch"] == "celery"
 
 
 def test_default_timezone_applies_and_intervals_are_utc() -> None:
@@ -178,6 +188,7 @@ def test_every_problem_of_every_entry_is_reported_at_once() -> None:
         "nan": _entry(args=[float("nan")]),
         "unknown-key": _entry(scheduel=5),
         "and-or": _entry(schedule=crontab(day_of_week="fri", day_of_month="13")),
+        "bad-dispatch": _entry(options={"awa_beat": {"dispatch": "kafka"}}),
     }
     with pytest.raises(ValidationError) as info:
         specs_from_beat_schedule(beat_schedule)
@@ -200,6 +211,7 @@ def test_every_problem_of_every_entry_is_reported_at_once() -> None:
         ("nan", "args"),
         ("unknown-key", "scheduel"),
         ("and-or", "schedule"),
+        ("bad-dispatch", "options.awa_beat.dispatch"),
     }
     text = str(info.value)
     assert "entry 'bad-priority', field 'options.awa_beat.priority'" in text

@@ -1,0 +1,311 @@
+"""The Celery dispatch bridge: fired jobs become Celery task messages, at least once.
+
+``awa.jobs`` is the outbox. A job whose ``metadata.celery.dispatch`` is ``"celery"``
+stays ``available`` until the broker has accepted its message; then it is marked
+``completed`` with its task id. So:
+
+* a crash between the fire's commit and the publish, or a broker outage, leaves the job
+  pending, and whichever replica leads publishes it later (in fire order);
+* a crash between the broker's acceptance and the mark republishes the message with the
+  **same task id**, derived from (schedule name, fire time), so a republish is
+  recognisable: delivery is at least once, never lost.
+
+Messages are built by Celery itself (``app.send_task`` into a producer that records
+instead of sending), so routing, headers and properties are exactly what Celery's own
+beat sends, including the ``celery_beat_task`` header Celery 5.7 adds; a relative
+``expires`` counts from the fire time. They are then published in batches: on AMQP
+with publisher confirms, waiting for the broker's acks once per batch rather than once
+per message; on other transports (Redis, filesystem, ...) a returned publish is an
+accepted one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from kombu import Connection, Producer
+from kombu.common import maybe_declare
+
+from .store import Store
+
+logger = logging.getLogger("awa_beat.bridge")
+
+UTC = timezone.utc
+#: Task ids are uuid5(TASK_ID_NAMESPACE, "<cron_name>@<cron_fire_time>").
+TASK_ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://pypi.org/project/awa-beat/")
+DEFAULT_RETENTION = timedelta(days=7)
+
+
+def task_id_for(job: dict[str, Any]) -> str:
+    """The job's stable Celery task id: the same on every republish."""
+    meta = job["metadata"]
+    fire = meta.get("cron_fire_time")
+    key = f"{meta.get('cron_name')}@{fire}" if fire else f"job:{job['id']}"
+    return str(uuid.uuid5(TASK_ID_NAMESPACE, key))
+
+
+@dataclass
+class Prepared:
+    """One task message, serialised and routed, ready for any kombu channel."""
+
+    job_id: int
+    task_id: str
+    body: Any
+    priority: Any
+    content_type: str
+    content_encoding: str
+    headers: dict[str, Any]
+    properties: dict[str, Any]
+    routing_key: str
+    exchange: str
+    declare: list[Any]
+
+
+class _Recorder(Producer):
+    """A producer that keeps what Celery would publish instead of publishing it."""
+
+    recorded: tuple[Any, ...] | None = None
+
+    def _publish(self, body: Any, priority: Any, content_type: str, content_encoding: str,
+                 headers: dict[str, Any], properties: dict[str, Any], routing_key: str,
+                 mandatory: bool, immediate: bool, exchange: str, declare: list[Any],
+                 *args: Any, **kwargs: Any) -> None:
+        self.recorded = (body, priority, content_type, content_encoding, headers,
+                         dict(properties), routing_key, exchange, list(declare))
+
+
+class BrokerError(Exception):
+    """The broker refused, dropped or did not confirm a batch."""
+
+
+class _Publisher:
+    """One broker connection, publishing batches and returning once they are accepted."""
+
+    def __init__(self, app: Any, confirm_timeout: float = 30.0) -> None:
+        self.app = app
+        self.confirm_timeout = confirm_timeout
+        self.conn: Connection | None = None
+        self.channel: Any = None
+        self.confirms = False
+        self._declared: set[Any] = set()
+        self._tag = 0
+        self._unconfirmed: set[int] = set()
+        self._nacked = False
+
+    def open(self) -> None:
+        if self.conn is not None:
+            return
+        conn = self.app.connection_for_write()
+        try:
+            conn.ensure_connection(max_retries=1)
+            channel = conn.channel()
+            self.confirms = conn.transport.driver_type == "amqp" and hasattr(
+                channel, "confirm_select")
+            if self.confirms:
+                channel.confirm_select()
+                channel.events["basic_ack"].add(self._on_ack)
+                channel.events["basic_nack"].add(self._on_nack)
+        except Exception:
+            conn.release()
+            raise
+        self.conn, self.channel = conn, channel
+        self._declared.clear()
+        self._tag = 0
+        self._unconfirmed.clear()
+
+    def close(self) -> None:
+        if self.conn is not None:
+            with contextlib.suppress(Exception):  # a dead connection is fine to drop
+                self.conn.release()
+        self.conn = self.channel = None
+
+    def _on_ack(self, tag: int, multiple: bool) -> None:
+        if multiple:
+            self._unconfirmed = {t for t in self._unconfirmed if t > tag}
+        else:
+            self._unconfirmed.discard(tag)
+
+    def _on_nack(self, tag: int, multiple: bool, *args: Any) -> None:
+        self._nacked = True
+        self._on_ack(tag, multiple)
+
+    def publish(self, messages: Sequence[Prepared]) -> None:
+        """Publish every message; return only once the broker accepted all of them."""
+        self.open()
+        assert self.conn is not None
+        channel = self.channel
+        self._nacked = False
+        for m in messages:
+            for entity in m.declare:
+                if entity not in self._declared:
+                    maybe_declare(entity, channel, retry=False)
+                    self._declared.add(entity)
+            message = channel.prepare_message(m.body, m.priority, m.content_type,
+                                              m.content_encoding, m.headers, m.properties)
+            channel.basic_publish(message, exchange=m.exchange, routing_key=m.routing_key)
+            if self.confirms:
+                self._tag += 1
+                self._unconfirmed.add(self._tag)
+        if self.confirms:
+            deadline = time.monotonic() + self.confirm_timeout
+            while self._unconfirmed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise BrokerError(f"the broker did not confirm {len(self._unconfirmed)} "
+                                      f"message(s) within {self.confirm_timeout:g} s")
+                try:
+                    self.conn.drain_events(timeout=min(left, 1.0))
+                except TimeoutError:
+                    continue
+            if self._nacked:
+                raise BrokerError("the broker refused (nacked) messages of the batch")
+
+
+class Bridge:
+    """Publishes the leader's pending Celery jobs; call :meth:`drain` from the beat loop."""
+
+    def __init__(
+        self,
+        app: Any,
+        store: Store,
+        *,
+        deployment: str,
+        batch_size: int = 1000,
+        retention: timedelta = DEFAULT_RETENTION,
+        purge_every: float = 60.0,
+        budget: float = 2.0,
+    ) -> None:
+        self.app = app
+        self.store = store
+        self.deployment = deployment
+        self.batch_size = batch_size
+        self.retention = retention
+        self.purge_every = purge_every
+        self.budget = budget
+        self.pending = True
+        """Whether jobs may be waiting (set by fires and elections, cleared by a drain)."""
+        self._publisher = _Publisher(app)
+        self._recorder: _Recorder | None = None
+        self._prepared: dict[int, Prepared] = {}
+        self._failures = 0
+        self._retry_at = 0.0
+        self._next_purge = 0.0
+        self.published_total = 0
+
+    def close(self) -> None:
+        self._publisher.close()
+        if self._recorder is not None:
+            self._recorder.connection.release()
+            self._recorder = None
+
+    # -- building messages -------------------------------------------------------------------
+
+    def prepare(self, job: dict[str, Any]) -> Prepared:
+        """Build the job's message exactly as Celery's beat would send it."""
+        cached = self._prepared.get(job["id"])
+        if cached is not None:
+            return cached
+        if self._recorder is None:
+            self._recorder = _Recorder(self.app.connection_for_write(), auto_declare=False)
+        meta = job["metadata"]
+        options = dict((meta.get("celery") or {}).get("options") or {})
+        headers = dict(options.pop("headers", None) or {})
+        headers["celery_beat_task"] = True
+        expires = options.pop("expires", None)
+        if isinstance(expires, (int, float)) and not isinstance(expires, bool):
+            # Relative to the fire, not to the publish: a late publish does not extend it.
+            fired = _fire_time(meta) or job["created_at"]
+            expires = fired + timedelta(seconds=expires)
+        task_id = task_id_for(job)
+        call = job["args"] if isinstance(job["args"], dict) else {}
+        self._recorder.recorded = None
+        self.app.send_task(job["kind"], call.get("args") or [], call.get("kwargs") or {},
+                           task_id=task_id, producer=self._recorder, expires=expires,
+                           headers=headers, retry=False, **options)
+        recorded = self._recorder.recorded
+        assert recorded is not None, "Celery did not publish through the producer"
+        prepared = Prepared(job["id"], task_id, *recorded)
+        self._prepared[job["id"]] = prepared
+        return prepared
+
+    # -- the loop's entry point --------------------------------------------------------------
+
+    def due(self) -> bool:
+        return self.pending and time.monotonic() >= self._retry_at
+
+    def drain(self) -> int:
+        """Publish pending jobs in fire order for up to ``budget`` seconds; count published.
+
+        A broker failure is logged once per outage and retried with backoff (1 s doubling
+        to 30 s); database errors propagate to the caller.
+        """
+        if time.monotonic() < self._retry_at:
+            return 0
+        published = 0
+        deadline = time.monotonic() + self.budget
+        while True:
+            jobs = self.store.pending_celery_jobs(self.deployment, self.batch_size)
+            if not jobs:
+                self.pending = False
+                break
+            batch = [self.prepare(job) for job in jobs]
+            try:
+                self._publisher.publish(batch)
+            except Exception as exc:  # any broker failure: retry later
+                self._broker_failed(exc, len(jobs))
+                return published
+            self.store.mark_published([m.job_id for m in batch], [m.task_id for m in batch])
+            for m in batch:
+                self._prepared.pop(m.job_id, None)
+            published += len(batch)
+            if self._failures:
+                logger.info("bridge: broker reachable again; publishing the backlog")
+                self._failures = 0
+            if len(jobs) < self.batch_size:
+                self.pending = False
+                break
+            if time.monotonic() >= deadline:
+                break  # let beat fire; the rest follows on the next tick
+        self.published_total += published
+        return published
+
+    def _broker_failed(self, exc: BaseException, waiting: int) -> None:
+        self._publisher.close()
+        if self._failures == 0:
+            logger.error("bridge: cannot publish to the broker (%s); jobs keep firing into "
+                         "awa.jobs and will be published in order when it is back",
+                         str(exc).strip().splitlines()[0] if str(exc).strip() else
+                         type(exc).__name__)
+        self._failures += 1
+        delay = min(30.0, 2.0 ** (self._failures - 1))
+        self._retry_at = time.monotonic() + delay
+        logger.debug("bridge: %d job(s) waiting; retrying in %.0f s", waiting, delay)
+
+    def purge(self, *, max_batches: int = 10) -> int:
+        """Delete published jobs older than the retention, in bounded batches."""
+        now = time.monotonic()
+        if now < self._next_purge:
+            return 0
+        self._next_purge = now + self.purge_every
+        removed = 0
+        for _ in range(max_batches):
+            n = self.store.purge_published(self.retention, 1000)
+            removed += n
+            if n < 1000:
+                break
+        return removed
+
+
+def _fire_time(meta: dict[str, Any]) -> datetime | None:
+    text = meta.get("cron_fire_time")
+    if not text:
+        return None
+    # Awa's text form: "YYYY-MM-DD HH:MM:SS+00".
+    return datetime.fromisoformat(text.replace("+00", "+00:00")).astimezone(UTC)
