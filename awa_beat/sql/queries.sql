@@ -109,7 +109,7 @@ SELECT m.kind, m.queue, m.args, 'available', m.priority, m.max_attempts,
        m.metadata || jsonb_build_object('cron_name', m.name, 'cron_fire_time', f.fire_time::text),
        m.tags
   FROM mark m JOIN fires f ON f.name = m.name
- ORDER BY f.ord
+ ORDER BY f.fire_time, f.ord
 RETURNING id, metadata ->> 'cron_name' AS name, metadata ->> 'cron_fire_time' AS fire_time;
 
 -- fire_batch_awa --
@@ -133,7 +133,7 @@ WITH due AS (
     RETURNING c.name, c.kind, c.queue, c.args, c.priority, c.max_attempts, c.tags, c.metadata
 ), ordered AS (
     SELECT m.*, f.fire_time, f.ord FROM mark m JOIN fires f ON f.name = m.name
-     ORDER BY f.ord
+     ORDER BY f.fire_time, f.ord
 )
 SELECT j.id, o.name, j.metadata ->> 'cron_fire_time' AS fire_time
   FROM ordered o CROSS JOIN LATERAL awa.insert_job_compat(
@@ -241,7 +241,8 @@ SELECT id, kind, args, metadata, created_at
   FROM awa.jobs
  WHERE state = 'available' AND (metadata -> 'celery' ->> 'dispatch') = 'celery'
    AND (metadata -> 'celery' ->> 'deployment') = %(deployment)s
- ORDER BY id
+ ORDER BY coalesce(metadata ->> 'cron_fire_time',
+                   to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS+00')), id
  LIMIT %(limit)s;
 
 -- count_pending_celery_jobs --

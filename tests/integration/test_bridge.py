@@ -1,0 +1,245 @@
+"""The dispatch bridge, in-process, against real brokers and a real PostgreSQL."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from celery import Celery
+from celery.beat import ScheduleEntry
+from celery.beat import Scheduler as CeleryScheduler
+from kombu import Connection
+
+from awa_beat.bridge import Bridge, task_id_for
+from awa_beat.spec import spec_from_entry
+from awa_beat.store import FireRequest, Store, connect
+from tests.brokers import BROKERS, broker_conf
+
+pytestmark = pytest.mark.integration
+UTC = timezone.utc
+# Recent, so that a relative expiry counted from the fire is still in the future.
+T0 = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=5)
+
+
+def fire_text(minutes: int) -> str:
+    return (T0 + timedelta(minutes=minutes)).strftime("%Y-%m-%d %H:%M:%S+00")
+
+
+@pytest.fixture(params=BROKERS)
+def app(request: pytest.FixtureRequest, tmp_path: Path) -> Celery:
+    conf = broker_conf(request.param, tmp_path)
+    if conf is None:
+        pytest.skip(f"{request.param} does not answer on this machine")
+    app = Celery("bridgetest", set_as_current=False)
+    app.conf.update(result_expires=None, task_default_queue=f"q-{uuid.uuid4().hex[:8]}",
+                    **conf)
+    app.broker_kind = request.param  # type: ignore[attr-defined]
+    return app
+
+
+@pytest.fixture
+def standalone(databases) -> Store:
+    store = Store(databases.fresh("standalone")).open()
+    yield store
+    store.close()
+
+
+def register(store: Store, app: Celery, entries: dict[str, dict[str, Any]],
+             deployment: str = "bt") -> None:
+    rows = []
+    for name, entry in entries.items():
+        entry.setdefault("options", {}).setdefault("awa_beat", {})["dispatch"] = "celery"
+        rows.append(spec_from_entry(name, entry).row(deployment))
+    store.sync(rows, deployment=deployment)
+    c = connect(store.conninfo)
+    c.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s", (T0,))
+    c.close()
+
+
+def fire(store: Store, names: list[str], minutes: int = 1) -> None:
+    fires = [T0 + timedelta(minutes=m) for m in range(1, minutes + 1)]
+    result = store.fire([FireRequest(n, T0, fires) for n in names])
+    assert len(result.jobs) == len(names) * minutes
+
+
+def consume(app: Celery, queue: str, expected: int, timeout: float = 10,
+            then_wait: float = 0.0) -> list[Any]:
+    """Read ``expected`` raw messages from ``queue``, then any more for ``then_wait`` s."""
+    got: list[Any] = []
+    with Connection(app.conf.broker_url,
+                    transport_options=app.conf.broker_transport_options) as conn:
+        q = conn.SimpleQueue(queue)
+        try:
+            while len(got) < expected:
+                got.append(q.get(timeout=timeout))
+                got[-1].ack()
+            while then_wait:
+                try:
+                    got.append(q.get(timeout=then_wait))
+                except q.Empty:
+                    break
+                got[-1].ack()
+        finally:
+            q.close()
+    return got
+
+
+def test_published_message_matches_what_celery_beat_sends(app: Celery, standalone: Store) -> None:
+    queue = app.conf.task_default_queue
+    entry = {"task": "proj.report", "schedule": 60, "args": [1, "two"],
+             "kwargs": {"full": True},
+             "options": {"queue": queue, "priority": 5, "expires": 3600,
+                         "headers": {"x-team": "data"}}}
+    register(standalone, app, {"report": entry})
+    fire(standalone, ["report"])
+    bridge = Bridge(app, standalone, deployment="bt")
+    assert bridge.drain() == 1
+    bridge.close()
+    ours = consume(app, queue, 1)[0]
+
+    # The same entry sent by Celery's own beat, for comparison.
+    celery_beat = CeleryScheduler(app, lazy=True)
+    celery_beat.apply_async(ScheduleEntry(
+        name="report", task="proj.report", schedule=60, args=(1, "two"),
+        kwargs={"full": True}, options={k: v for k, v in entry["options"].items()
+                                        if k != "awa_beat"}, app=app))
+    theirs = consume(app, queue, 1)[0]
+
+    assert ours.headers.keys() == theirs.headers.keys()
+    for key in ("task", "celery_beat_task", "x-team", "lang", "retries", "ignore_result"):
+        assert ours.headers[key] == theirs.headers[key], key
+    assert ours.headers["id"] == task_id_for({"id": 0, "metadata": {
+        "cron_name": "report", "cron_fire_time": fire_text(1)}})
+    # A relative expiry counts from the fire time.
+    assert datetime.fromisoformat(ours.headers["expires"]) == T0 + timedelta(minutes=61)
+    assert ours.decode()[:2] == theirs.decode()[:2] == [[1, "two"], {"full": True}]
+    assert ours.content_type == theirs.content_type
+    if app.broker_kind != "filesystem":  # type: ignore[attr-defined]
+        assert ours.properties.get("priority") == theirs.properties.get("priority") == 5
+    c = connect(standalone.conninfo)
+    state, meta = c.execute("SELECT state::text, metadata FROM awa.jobs").fetchone()
+    c.close()
+    assert state == "completed" and meta["celery_task_id"] == ours.headers["id"]
+
+
+def test_backlog_is_published_in_fire_order(app: Celery, standalone: Store) -> None:
+    queue = app.conf.task_default_queue
+    register(standalone, app, {f"s{i}": {"task": "t.x", "schedule": 60, "args": [i],
+                                         "options": {"queue": queue}} for i in range(3)})
+    fire(standalone, ["s0", "s1", "s2"], minutes=4)
+    bridge = Bridge(app, standalone, deployment="bt", batch_size=5)
+    assert bridge.drain() == 12
+    bridge.close()
+    messages = consume(app, queue, 12)
+    ids = [m.headers["id"] for m in messages]
+    assert len(set(ids)) == 12
+    by_fire = [(int(m.headers["argsrepr"].strip("(),[]")), m.headers["id"]) for m in messages]
+    expected = [task_id_for({"id": 0, "metadata": {"cron_name": f"s{i}",
+                                                   "cron_fire_time": fire_text(minute)}})
+                for minute in range(1, 5) for i in range(3)]
+    if app.broker_kind == "filesystem":  # type: ignore[attr-defined]
+        # That transport does not deliver in publish order within one millisecond.
+        assert sorted(tid for _, tid in by_fire) == sorted(expected)
+    else:
+        assert [tid for _, tid in by_fire] == expected  # fire order, then schedule order
+
+
+def test_jobs_of_other_deployments_and_awa_dispatch_are_left_alone(app: Celery,
+                                                                   standalone: Store) -> None:
+    register(standalone, app, {"mine": {"task": "t.x", "schedule": 60}}, deployment="bt")
+    register(standalone, app, {"theirs": {"task": "t.x", "schedule": 60}}, deployment="other")
+    rows = [spec_from_entry("awa-job", {"task": "t.x", "schedule": 60}).row("bt")]
+    standalone.sync(rows, deployment="bt")
+    c = connect(standalone.conninfo)
+    c.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s", (T0,))
+    fire(standalone, ["mine", "theirs", "awa-job"])
+    bridge = Bridge(app, standalone, deployment="bt")
+    assert bridge.drain() == 1
+    bridge.close()
+    states = dict(c.execute("SELECT metadata ->> 'cron_name', state::text FROM awa.jobs"))
+    c.close()
+    assert states == {"mine": "completed", "theirs": "available", "awa-job": "available"}
+
+
+def test_broker_outage_logs_once_then_drains_when_back(app: Celery, standalone: Store,
+                                                       caplog) -> None:
+    if app.broker_kind == "filesystem":  # type: ignore[attr-defined]
+        pytest.skip("the filesystem transport cannot be made unreachable")
+    queue = app.conf.task_default_queue
+    good = app.conf.broker_url
+    register(standalone, app, {"a": {"task": "t.x", "schedule": 60,
+                                     "options": {"queue": queue}}})
+    fire(standalone, ["a"], minutes=3)
+    app.conf.broker_url = good.replace("5672", "1").replace("6379", "1")
+    app.conf.broker_connection_timeout = 1
+    bridge = Bridge(app, standalone, deployment="bt")
+    with caplog.at_level(logging.INFO, logger="awa_beat.bridge"):
+        for _ in range(3):
+            bridge._retry_at = 0  # skip the backoff wait
+            assert bridge.drain() == 0
+        app.conf.broker_url = good
+        bridge._retry_at = 0
+        assert bridge.drain() == 3
+    bridge.close()
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and "cannot publish to the broker" in errors[0].getMessage()
+    assert any("reachable again" in r.getMessage() for r in caplog.records)
+    assert len(consume(app, queue, 3)) == 3
+
+
+def test_connection_dropped_mid_drain_republishes_with_the_same_ids(
+    app: Celery, standalone: Store
+) -> None:
+    if app.broker_kind != "rabbitmq":  # type: ignore[attr-defined]
+        pytest.skip("drops a live AMQP connection")
+    queue = app.conf.task_default_queue
+    register(standalone, app, {f"s{i}": {"task": "t.x", "schedule": 60,
+                                         "options": {"queue": queue}} for i in range(10)})
+    fire(standalone, [f"s{i}" for i in range(10)])
+    bridge = Bridge(app, standalone, deployment="bt")
+    publisher = bridge._publisher
+    publisher.open()
+    real_publish = publisher.channel.basic_publish
+    sent = []
+
+    def drop_after_four(message: Any, **kwargs: Any) -> Any:
+        sent.append(message)
+        if len(sent) == 5:  # the broker connection goes away under the bridge
+            publisher.conn.connection.sock.shutdown(socket.SHUT_RDWR)
+        return real_publish(message, **kwargs)
+
+    publisher.channel.basic_publish = drop_after_four
+    assert bridge.drain() == 0
+    c = connect(standalone.conninfo)
+    assert c.execute("SELECT count(*) FROM awa.jobs WHERE state = 'available'").fetchone()[0] == 10
+    bridge._retry_at = 0
+    assert bridge.drain() == 10
+    bridge.close()
+    messages = consume(app, queue, 10, then_wait=1.0)  # and any republished copies
+    ids = [m.headers["id"] for m in messages]
+    expected = {task_id_for({"id": 0, "metadata": {
+        "cron_name": f"s{i}", "cron_fire_time": fire_text(1)}}) for i in range(10)}
+    assert set(ids) == expected  # none lost; any duplicate carries the same id
+    tasks = dict(c.execute("SELECT metadata ->> 'cron_name', metadata ->> 'celery_task_id'"
+                           " FROM awa.jobs"))
+    c.close()
+    assert set(tasks.values()) == expected
+
+
+def test_retention_deletes_only_old_published_jobs(app: Celery, standalone: Store) -> None:
+    register(standalone, app, {"a": {"task": "t.x", "schedule": 60}})
+    fire(standalone, ["a"], minutes=3)
+    bridge = Bridge(app, standalone, deployment="bt", retention=timedelta(days=7))
+    assert bridge.drain() == 3
+    bridge.close()
+    c = connect(standalone.conninfo)
+    c.execute("UPDATE awa.jobs SET finalized_at = now() - interval '8 days'"
+              " WHERE id = (SELECT min(id) FROM awa.jobs)")
+    assert bridge.purge() == 1
+    assert c.execute("SELECT count(*) FROM awa.jobs").fetchone()[0] == 2
+    c.close()
