@@ -1,0 +1,41 @@
+"""Celery app for the bridge acceptance tests: beat replicas publish, a worker records.
+
+Configured from the environment: BRIDGEAPP_BROKER (a JSON object of Celery broker
+settings), BRIDGEAPP_RECORD (a file the worker appends one JSON line per task to).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from celery import Celery
+
+app = Celery("bridgeacc")
+app.conf.update(
+    result_expires=None,
+    timezone="UTC",
+    task_default_queue="bridgeacc",
+    awa_beat_dispatch="celery",
+    worker_prefetch_multiplier=1,
+    beat_schedule={
+        "every-second": {"task": "acc.record", "schedule": 1.0, "args": [1, "one"],
+                         "kwargs": {"k": [1, 2]},
+                         "options": {"priority": 3, "headers": {"x-origin": "awa-beat"}}},
+        "every-2s": {"task": "acc.record", "schedule": 2.0, "args": [2],
+                     "options": {"awa_beat": {"missed_fire_policy": "catch_up"}}},
+    },
+    **json.loads(os.environ.get("BRIDGEAPP_BROKER", '{"broker_url": "memory://"}')),
+)
+
+
+@app.task(name="acc.record", bind=True)
+def record(self, *args, **kwargs) -> None:
+    with open(os.environ["BRIDGEAPP_RECORD"], "a") as out:
+        out.write(json.dumps({
+            "id": self.request.id, "args": list(args), "kwargs": kwargs,
+            "beat": bool(getattr(self.request, "celery_beat_task", None)
+                         or (self.request.headers or {}).get("celery_beat_task")),
+            "origin": getattr(self.request, "x-origin", None)
+            or (self.request.headers or {}).get("x-origin"),
+        }) + "\n")
