@@ -22,16 +22,19 @@ accepted one.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from celery.utils.saferepr import saferepr
 from kombu import Connection, Producer
 from kombu.common import maybe_declare
+from kombu.serialization import dumps, loads, registry
 
 from .store import Store
 
@@ -194,6 +197,8 @@ class Bridge:
         self._publisher = _Publisher(app)
         self._recorder: _Recorder | None = None
         self._prepared: dict[int, Prepared] = {}
+        self._templates: dict[Any, Prepared] = {}
+        self._embeds: dict[int, Any] = {}
         self._failures = 0
         self._retry_at = 0.0
         self._next_purge = 0.0
@@ -208,16 +213,20 @@ class Bridge:
     # -- building messages -------------------------------------------------------------------
 
     def prepare(self, job: dict[str, Any]) -> Prepared:
-        """Build the job's message exactly as Celery's beat would send it."""
+        """Build the job's message exactly as Celery's beat would send it.
+
+        Celery builds the first message for each task and set of options; the others
+        are copies with their own task id, expiry, args and kwargs (body and the
+        ``argsrepr``/``kwargsrepr`` headers), the only parts of a Celery message that
+        differ between two sends with the same options (checked against Celery itself
+        in the tests). Messages that depend on the time of sending (``countdown``,
+        ``eta``) or are compressed are always built by Celery.
+        """
         cached = self._prepared.get(job["id"])
         if cached is not None:
             return cached
-        if self._recorder is None:
-            self._recorder = _Recorder(self.app.connection_for_write(), auto_declare=False)
         meta = job["metadata"]
         options = dict((meta.get("celery") or {}).get("options") or {})
-        headers = dict(options.pop("headers", None) or {})
-        headers["celery_beat_task"] = True
         expires = options.pop("expires", None)
         if isinstance(expires, (int, float)) and not isinstance(expires, bool):
             # Relative to the fire, not to the publish: a late publish does not extend it.
@@ -225,15 +234,59 @@ class Bridge:
             expires = fired + timedelta(seconds=expires)
         task_id = task_id_for(job)
         call = job["args"] if isinstance(job["args"], dict) else {}
-        self._recorder.recorded = None
-        self.app.send_task(job["kind"], call.get("args") or [], call.get("kwargs") or {},
-                           task_id=task_id, producer=self._recorder, expires=expires,
-                           headers=headers, retry=False, **options)
-        recorded = self._recorder.recorded
-        assert recorded is not None, "Celery did not publish through the producer"
-        prepared = Prepared(job["id"], task_id, *recorded)
+        args, kwargs = call.get("args") or (), call.get("kwargs") or {}
+        key = None
+        if "countdown" not in options and "eta" not in options:
+            key = (job["kind"], _json_key(options), isinstance(expires, datetime))
+        template = self._templates.get(key) if key is not None else None
+        if template is None:
+            prepared = self._build(job["id"], job["kind"], args, kwargs, options, expires,
+                                   task_id)
+            if key is not None and "compression" not in prepared.headers:
+                self._templates[key] = prepared
+        else:
+            prepared = self._copy(template, job["id"], task_id, expires, args, kwargs)
         self._prepared[job["id"]] = prepared
         return prepared
+
+    def _copy(self, template: Prepared, job_id: int, task_id: str, expires: Any,
+              args: Any, kwargs: dict[str, Any]) -> Prepared:
+        """``template`` for another job, set the way Celery sets those fields."""
+        amqp, conf = self.app.amqp, self.app.conf
+        headers = dict(template.headers)
+        headers["id"] = headers["root_id"] = task_id
+        headers["argsrepr"] = saferepr(args, amqp.argsrepr_maxsize,
+                                       maxlevels=conf.task_repr_maxlevels)
+        headers["kwargsrepr"] = saferepr(kwargs, amqp.kwargsrepr_maxsize,
+                                         maxlevels=conf.task_repr_maxlevels)
+        properties = dict(template.properties)
+        properties["correlation_id"] = task_id
+        if isinstance(expires, datetime):
+            headers["expires"] = expires.isoformat()
+            # Celery turns the expiry into the message's TTL, counted from the send.
+            left = max(0.0, (expires - datetime.now(UTC)).total_seconds())
+            properties["expiration"] = str(int(left * 1000))
+        embed = self._embeds.get(id(template))
+        if embed is None:
+            embed = loads(template.body, template.content_type, template.content_encoding)[2]
+            self._embeds[id(template)] = embed
+        _, _, body = dumps((args, kwargs, embed),
+                           serializer=registry.type_to_name[template.content_type])
+        return replace(template, job_id=job_id, task_id=task_id, body=body, headers=headers,
+                       properties=properties)
+
+    def _build(self, job_id: int, kind: str, args: Any, kwargs: dict[str, Any],
+               options: dict[str, Any], expires: Any, task_id: str) -> Prepared:
+        if self._recorder is None:
+            self._recorder = _Recorder(self.app.connection_for_write(), auto_declare=False)
+        headers = dict(options.pop("headers", None) or {})
+        headers["celery_beat_task"] = True
+        self._recorder.recorded = None
+        self.app.send_task(kind, args, kwargs, task_id=task_id, producer=self._recorder,
+                           expires=expires, headers=headers, retry=False, **options)
+        recorded = self._recorder.recorded
+        assert recorded is not None, "Celery did not publish through the producer"
+        return Prepared(job_id, task_id, *recorded)
 
     # -- the loop's entry point --------------------------------------------------------------
 
@@ -301,6 +354,10 @@ class Bridge:
             if n < 1000:
                 break
         return removed
+
+
+def _json_key(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 def _fire_time(meta: dict[str, Any]) -> datetime | None:

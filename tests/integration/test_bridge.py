@@ -243,3 +243,33 @@ def test_retention_deletes_only_old_published_jobs(app: Celery, standalone: Stor
     assert bridge.purge() == 1
     assert c.execute("SELECT count(*) FROM awa.jobs").fetchone()[0] == 2
     c.close()
+
+
+def test_messages_copied_from_a_template_equal_what_celery_builds(app: Celery,
+                                                                  standalone: Store) -> None:
+    queue = app.conf.task_default_queue
+    entries = {f"s{i}": {"task": "t.same", "schedule": 60, "args": args, "kwargs": kwargs,
+                         "options": {"queue": queue, "expires": 900, "priority": 4,
+                                     "headers": {"h": i % 2}}}
+               for i, (args, kwargs) in enumerate([([1], {}), ([], {"a": "b" * 300}),
+                                                   ([{"deep": [1, [2, [3]]]}], {"x": None})])}
+    for entry in entries.values():
+        entry["options"]["headers"] = {"h": 1}  # the same options: one template
+    register(standalone, app, entries)
+    fire(standalone, list(entries))
+    jobs = standalone.pending_celery_jobs("bt", 10)
+    templated = Bridge(app, standalone, deployment="bt")
+    copies = [templated.prepare(job) for job in jobs]
+    assert len(templated._templates) == 1
+    for job, copy in zip(jobs, copies, strict=True):
+        fresh = Bridge(app, standalone, deployment="bt").prepare(job)
+        for field in ("body", "content_type", "content_encoding", "routing_key", "exchange",
+                      "priority", "task_id"):
+            assert getattr(copy, field) == getattr(fresh, field), field
+        assert copy.headers == fresh.headers
+        ttl = {k: v for k, v in copy.properties.items() if k != "expiration"}
+        assert ttl == {k: v for k, v in fresh.properties.items() if k != "expiration"}
+        if "expiration" in fresh.properties:
+            assert abs(int(copy.properties["expiration"]) -
+                       int(fresh.properties["expiration"])) < 2000
+    templated.close()
