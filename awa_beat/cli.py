@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import getpass
 import json
+import pprint
+import re
 import socket
 import sys
 from collections.abc import Callable
@@ -50,11 +52,22 @@ database_url_option = click.option(
 
 
 def open_store(url: str | None) -> Store:
-    """The store for ``--database-url``/$AWA_BEAT_DATABASE_URL, not yet opened (use ``with``)."""
-    resolved = database_url(url)
+    """The store for ``--database-url``/$AWA_BEAT_DATABASE_URL, or the Celery app's
+    ``awa_beat_database_url`` under ``celery -A proj awa``; not yet opened (use ``with``)."""
+    resolved = database_url(url) or _celery_app_database_url()
     if resolved is None:
         raise click.UsageError(f"no database: pass --database-url or set {DATABASE_URL_ENV}")
     return Store(resolved, max_size=1)
+
+
+def _celery_app_database_url() -> str | None:
+    ctx = click.get_current_context(silent=True)
+    app = getattr(ctx.find_root().obj, "app", None) if ctx is not None else None
+    if app is None:
+        return None
+    from .config import Settings
+
+    return Settings.from_app(app.conf, app_name=app.main).database_url
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -206,8 +219,173 @@ def remove(database_url: str | None, name: str, yes: bool) -> None:
     click.echo(f"removed {name}")
 
 
+@main.command()
+@database_url_option
+@click.argument("name")
+@click.option("-n", "count", default=10, show_default=True, help="How many fires and jobs.")
+@json_option
+@friendly_errors
+def show(database_url: str | None, name: str, count: int, as_json: bool) -> None:
+    """NAME's whole row, its next fire times (DST changes marked) and its last jobs."""
+    with open_store(database_url) as store:
+        row = store.get(name)
+        jobs = store.jobs(name, count)
+    now = datetime.now(timezone.utc)
+    upcoming = _upcoming(row, now, count)
+    if as_json:
+        click.echo(json.dumps({
+            **_describe(row, now), "kind": row.kind, "queue": row.queue, "args": row.args,
+            "priority": row.priority, "max_attempts": row.max_attempts, "tags": row.tags,
+            "metadata": row.metadata, "created_at": _iso(row.created_at),
+            "updated_at": _iso(row.updated_at),
+            "next_fires": [_iso(t) for t, _ in upcoming],
+            "last_jobs": [_job_json(j) for j in jobs],
+        }, indent=2, default=str))
+        return
+    described = _describe(row, now)
+    for label, value in [
+        ("name", row.name), ("schedule", row.cron_expr), ("time zone", row.timezone),
+        ("task", row.kind), ("args", json.dumps(row.args)),
+        ("options", json.dumps((row.metadata or {}).get("celery", {}).get("options", {}))),
+        ("policy", row.missed_fire_policy), ("awa queue", row.queue),
+        ("priority", str(row.priority)), ("max attempts", str(row.max_attempts)),
+        ("cursor", f"{_fmt(row.last_enqueued_at)} UTC"),
+        ("paused", f"since {_fmt(row.paused_at)} UTC by {row.paused_by or '?'}"
+         if row.paused_at else "no"),
+        ("deployment", row.deployment or "(not registered by awa-beat)"),
+        ("created", f"{_fmt(row.created_at)} UTC"), ("updated", f"{_fmt(row.updated_at)} UTC"),
+    ] + ([("INVALID", described["invalid"])] if described["invalid"] else []):
+        click.echo(f"{label + ':':<14} {value}")
+    click.echo("\nnext fires:")
+    click.echo(_table(["UTC", "LOCAL", ""], [
+        [_fmt(t), _fmt(t, row.timezone), note] for t, note in upcoming]) if upcoming
+        else "  (none)")
+    click.echo("\nlast jobs:")
+    click.echo(_table(["JOB", "FIRE TIME (UTC)", "STATE", "TASK ID"], [
+        [str(j["id"]), _fire_label(j), j["state"],
+         (j["metadata"] or {}).get("celery_task_id", "-")] for j in jobs]) if jobs
+        else "  (none)")
+
+
+def _upcoming(row: ScheduleRow, now: datetime, count: int) -> list[tuple[datetime, str]]:
+    """The next ``count`` fires, each noted when the zone's UTC offset changed before it."""
+    try:
+        calendar = calendar_for(row.cron_expr, row.timezone)
+        zone = load_timezone(row.timezone)
+    except AwaBeatError:
+        return []
+    fires: list[tuple[datetime, str]] = []
+    t = now
+    previous = now.astimezone(zone).utcoffset()
+    while len(fires) < count:
+        nxt = next_fire_after(calendar, t)
+        if nxt is None:
+            break
+        offset = nxt.astimezone(zone).utcoffset()
+        note = f"DST: UTC offset {_offset(previous)} -> {_offset(offset)}" \
+            if offset != previous else ""
+        fires.append((nxt, note))
+        previous, t = offset, nxt
+    return fires
+
+
+def _offset(delta: Any) -> str:
+    minutes = int(delta.total_seconds() // 60)
+    sign = "+" if minutes >= 0 else "-"
+    return f"{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
+
+
+def _fire_label(job: dict[str, Any]) -> str:
+    meta = job["metadata"] or {}
+    if meta.get("triggered_manually"):
+        return f"(triggered {_fmt(job['created_at'])})"
+    return str(meta.get("cron_fire_time", "-"))
+
+
+def _job_json(job: dict[str, Any]) -> dict[str, Any]:
+    meta = job["metadata"] or {}
+    return {"job_id": job["id"], "schedule": meta.get("cron_name"),
+            "fire_time": meta.get("cron_fire_time"),
+            "triggered_manually": bool(meta.get("triggered_manually")),
+            "state": job["state"], "task_id": meta.get("celery_task_id"),
+            "created_at": _iso(job["created_at"])}
+
+
+@main.command()
+@database_url_option
+@click.argument("name", required=False)
+@click.option("-n", "count", default=20, show_default=True, help="How many fires.")
+@json_option
+@friendly_errors
+def history(database_url: str | None, name: str | None, count: int, as_json: bool) -> None:
+    """Recent fires (of NAME, or of every schedule): fire time, job, state, task id."""
+    with open_store(database_url) as store:
+        if name is not None:
+            store.get(name)  # an unknown name is an error, not an empty history
+            jobs = store.jobs(name, count)
+        else:
+            jobs = store.recent_jobs(count)
+    if as_json:
+        click.echo(json.dumps([_job_json(j) for j in jobs], indent=2))
+        return
+    click.echo(_table(["JOB", "SCHEDULE", "FIRE TIME (UTC)", "STATE", "TASK ID"], [
+        [str(j["id"]), (j["metadata"] or {}).get("cron_name", ""), _fire_label(j), j["state"],
+         (j["metadata"] or {}).get("celery_task_id", "-")] for j in jobs]))
+
+
+@main.command()
+@database_url_option
+@click.option("--format", "fmt", type=click.Choice(["python", "json"]), default="python",
+              show_default=True)
+@click.argument("pattern", required=False)
+@friendly_errors
+def export(database_url: str | None, fmt: str, pattern: str | None) -> None:
+    """The stored schedules as a beat_schedule Python module, or as JSON."""
+    with open_store(database_url) as store:
+        rows = store.schedules(pattern)
+    schedule = {row.name: _entry_for(row) for row in rows}
+    if fmt == "json":
+        click.echo(json.dumps(schedule, indent=2))
+        return
+    click.echo('"""beat_schedule exported by awa-beat; schedules are Awa cron strings."""\n')
+    click.echo(f"beat_schedule = {pprint.pformat(schedule, indent=4, sort_dicts=False)}")
+
+
+def _entry_for(row: ScheduleRow) -> dict[str, Any]:
+    call = row.args if isinstance(row.args, dict) else {}
+    meta = dict(row.metadata or {})
+    celery = meta.pop("celery", {}) or {}
+    awa: dict[str, Any] = {"timezone": row.timezone, "missed_fire_policy": row.missed_fire_policy}
+    if row.queue != "default":
+        awa["queue"] = row.queue
+    if row.priority != 2:
+        awa["priority"] = row.priority
+    if row.max_attempts != 25:
+        awa["max_attempts"] = row.max_attempts
+    if row.tags:
+        awa["tags"] = row.tags
+    if meta:
+        awa["metadata"] = meta
+    if celery.get("dispatch"):
+        awa["dispatch"] = celery["dispatch"]
+    match = re.fullmatch(r"@every (\d+)s", row.cron_expr)
+    return {
+        "task": row.kind,
+        "schedule": int(match[1]) if match else row.cron_expr,
+        "args": call.get("args", []), "kwargs": call.get("kwargs", {}),
+        "options": {**(celery.get("options") or {}), "awa_beat": awa},
+    }
+
+
 def _whoami() -> str:
     return f"{getpass.getuser()}@{socket.gethostname()}"
+
+
+#: ``celery -A proj awa ...``: the same commands, with the app's configuration
+#: supplying the database URL (registered under the ``celery.commands`` entry point).
+celery_command = click.Group(
+    "awa", commands=dict(main.commands),
+    help="awa-beat's operator commands, configured by the Celery app (-A).")
 
 
 if __name__ == "__main__":  # pragma: no cover

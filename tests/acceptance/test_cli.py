@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -80,3 +81,37 @@ def test_malformed_url() -> None:
                              "not a url"], capture_output=True, text=True)
     assert result.returncode == 1
     assert "malformed" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_show_marks_dst_changes_and_lists_jobs(url: str) -> None:
+    run("trigger", "report", "--database-url", url)
+    shown = json.loads(run("show", "report", "-n", "400", "--json", "--database-url", url).output)
+    assert shown["timezone"] == "Europe/Paris" and len(shown["next_fires"]) == 400
+    assert [j["triggered_manually"] for j in shown["last_jobs"]] == [True]
+    text = run("show", "report", "-n", "400", "--database-url", url).output
+    assert "DST: UTC offset +01:00 -> +02:00" in text  # 400 weekdays cross a DST change
+
+
+def test_history_and_export(url: str) -> None:
+    run("trigger", "report", "--database-url", url)
+    history = json.loads(run("history", "--json", "--database-url", url).output)
+    assert [h["schedule"] for h in history] == ["report"]
+    assert run("history", "nope", "--database-url", url).exit_code == 1
+    exported = json.loads(run("export", "--format", "json", "--database-url", url).output)
+    assert exported["report"]["schedule"] == "0 9 * * 1-5"
+    assert exported["report"]["options"]["awa_beat"]["timezone"] == "Europe/Paris"
+    module = run("export", "--database-url", url).output
+    namespace: dict = {}
+    exec(compile(module, "exported", "exec"), namespace)  # a valid beat_schedule module
+    assert namespace["beat_schedule"] == exported
+
+
+def test_celery_plugin_takes_the_database_from_the_app(url: str, tmp_path) -> None:
+    (tmp_path / "plugapp.py").write_text(
+        "from celery import Celery\napp = Celery('plug')\n"
+        f"app.conf.awa_beat_database_url = {url!r}\n")
+    result = subprocess.run([sys.executable, "-m", "celery", "-A", "plugapp", "awa", "list",
+                             "--json"], capture_output=True, text=True, cwd=tmp_path,
+                            env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert result.returncode == 0, result.stderr
+    assert [r["name"] for r in json.loads(result.stdout)] == ["report"]
