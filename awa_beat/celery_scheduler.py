@@ -9,12 +9,13 @@ left the config are kept, and reported).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
 import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from celery import beat
@@ -29,6 +30,8 @@ from .spec import specs_from_beat_schedule
 from .store import FireResult, Store
 
 logger = logging.getLogger("awa_beat.beat")
+#: Seconds between two heartbeats of a beat process in awa_beat.beats.
+HEARTBEAT_INTERVAL = 5.0
 #: Fault injection for tests only ("exit-after-fire"); never set it in production.
 _FAULT = os.environ.get("AWA_BEAT_TEST_FAULT")
 
@@ -52,6 +55,8 @@ class Scheduler(beat.Scheduler):
         self._next_ping = 0.0
         self._next_sync = 0.0
         self._outage = False
+        self._next_heartbeat = 0.0
+        self._started_at = datetime.now(timezone.utc)
         self._specs: list[Any] = []
         kwargs.pop("max_interval", None)
         super().__init__(app, *args, lazy=lazy, max_interval=self.max_interval, **kwargs)
@@ -72,6 +77,7 @@ class Scheduler(beat.Scheduler):
         """One step of the beat loop; returns seconds until the next step is needed."""
         assert self.leadership is not None and self.engine is not None
         now = time.monotonic()
+        self._heartbeat(now)
         if not self.leadership.is_leader:
             if now < self._next_election:
                 return self._next_election - now
@@ -113,6 +119,9 @@ class Scheduler(beat.Scheduler):
         return max(0.0, min(report.wait, self._next_ping - now, self._next_sync - now))
 
     def close(self) -> None:
+        if self.store is not None and self.leadership is not None:
+            with contextlib.suppress(AwaBeatError):
+                self.store.beat_gone(self.leadership.identity)
         if self.bridge is not None:
             self.bridge.close()
         if self.leadership is not None:
@@ -197,6 +206,24 @@ class Scheduler(beat.Scheduler):
             logger.warning("beat: schedule %r is stored (deployment %r) but no longer in "
                            "beat_schedule; it keeps firing until removed: "
                            "`awa-beat remove %s`", name, self.settings.deployment, name)
+
+    def _heartbeat(self, now: float) -> None:
+        """Tell `awa-beat status` who runs, every HEARTBEAT_INTERVAL; never fatal."""
+        if now < self._next_heartbeat or self.store is None or self.leadership is None:
+            return
+        self._next_heartbeat = now + HEARTBEAT_INTERVAL
+        leading = self.leadership.is_leader and self.leadership.since is not None
+        since = (datetime.now(timezone.utc) - timedelta(
+            seconds=now - self.leadership.since)) if leading else None
+        lag = self.engine.last_lag if (leading and self.engine is not None) else None
+        host, _, pid = self.leadership.identity.rpartition(":")
+        # Never fatal: the tick's real work reports database trouble.
+        with contextlib.suppress(StoreError):
+            self.store.heartbeat(
+                identity=self.leadership.identity, host=host, pid=int(pid),
+                deployment=self.settings.deployment, lock_key=self.settings.lock_key,
+                role="leader" if leading else "standby", started_at=self._started_at,
+                leader_since=since, last_lag_ms=None if lag is None else lag * 1000)
 
     def _store_failed(self, exc: StoreError) -> float:
         if not self._outage:

@@ -18,13 +18,14 @@ from functools import wraps
 from typing import Any, TypeVar
 
 import click
+import psycopg
 
 from . import __version__
-from .config import DATABASE_URL_ENV, database_url
+from .config import DATABASE_URL_ENV, database_url, redact
 from .cron import load_timezone
 from .errors import AwaBeatError
 from .fire_times import calendar_for, next_fire_after
-from .store import ScheduleRow, Store
+from .store import ScheduleRow, Store, connect
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -375,6 +376,152 @@ def _entry_for(row: ScheduleRow) -> dict[str, Any]:
         "args": call.get("args", []), "kwargs": call.get("kwargs", {}),
         "options": {**(celery.get("options") or {}), "awa_beat": awa},
     }
+
+
+@main.command()
+@database_url_option
+@json_option
+@friendly_errors
+def status(database_url: str | None, as_json: bool) -> None:
+    """The current leader, the standbys seen recently, the last pass lag, the backlog."""
+    with open_store(database_url) as store:
+        beats = store.beats()
+        backlog = store.count_all_pending_celery_jobs()
+    leaders = [b for b in beats if b["role"] == "leader" and b["holds_lock"]]
+    standbys = [b for b in beats if b["role"] == "standby"]
+    if as_json:
+        click.echo(json.dumps({
+            "leaders": [_beat_json(b) for b in leaders],
+            "standbys": [_beat_json(b) for b in standbys],
+            "unpublished_backlog": backlog}, indent=2))
+        return
+    if not leaders:
+        click.echo("leader: NONE (no beat holds the lock; is any running?)")
+    for b in leaders:
+        lag = f"{b['last_lag_ms']:.0f} ms" if b["last_lag_ms"] is not None else "-"
+        click.echo(f"leader: {b['host']} pid {b['pid']} (deployment {b['deployment']}, "
+                   f"lock key {b['lock_key']}), leading since {_fmt(b['leader_since'])} UTC, "
+                   f"last pass lag {lag}")
+    click.echo(f"standbys seen in the last minute: {len(standbys)}")
+    for b in standbys:
+        click.echo(f"  {b['host']} pid {b['pid']} (deployment {b['deployment']}), "
+                   f"seen {b['age'].total_seconds():.0f} s ago")
+    click.echo(f"unpublished Celery jobs (bridge backlog): {backlog}")
+
+
+def _beat_json(b: dict[str, Any]) -> dict[str, Any]:
+    return {"host": b["host"], "pid": b["pid"], "deployment": b["deployment"],
+            "lock_key": b["lock_key"], "since": _iso(b["leader_since"]),
+            "started_at": _iso(b["started_at"]), "seen_at": _iso(b["seen_at"]),
+            "last_pass_lag_ms": b["last_lag_ms"]}
+
+
+@main.command()
+@database_url_option
+@friendly_errors
+def doctor(database_url: str | None) -> None:
+    """Check the set-up; print the fix for each problem and exit 1 if there is one."""
+    problems = 0
+
+    def report(ok: bool, what: str, fix: str = "") -> None:
+        nonlocal problems
+        click.echo(f"[{'ok' if ok else 'FAIL'}] {what}" + ("" if ok else f"\n       fix: {fix}"))
+        problems += not ok
+
+    store = open_store(database_url)
+    try:
+        store.open()
+    except AwaBeatError as exc:
+        report(False, f"database reachable: {exc}",
+               "check the URL, that PostgreSQL runs and accepts connections from here")
+        sys.exit(1)
+    with store:
+        report(True, f"database reachable ({redact(store.conninfo)})")
+        try:
+            info = store.check_schema()
+            layout = (f"Awa schema v{info.awa_version}" if info.awa_owned
+                      else "standalone awa schema")
+            report(True, f"awa-beat schema v{info.version}, {layout}")
+        except AwaBeatError as exc:
+            report(False, f"schema: {exc}", "run `awa-beat migrate` (and Awa's own migrations)")
+        report(*_session_locks_hold(store.conninfo))
+        skew = (datetime.now(timezone.utc) - store.database_clock()).total_seconds()
+        report(abs(skew) < 1.0, f"clock skew between this host and the database: {skew:+.3f} s",
+               "synchronise the clocks (NTP); fires use this host's clock, as Awa's do")
+        report(*_timezone_data())
+        try:
+            rows = store.schedules()
+        except AwaBeatError:
+            rows = []
+        now = datetime.now(timezone.utc)
+        invalid = [(r.name, p) for r in rows for p in [_next_fire(r, now)[1]] if p]
+        report(not invalid, f"{len(rows)} schedule(s), {len(invalid)} invalid"
+               + "".join(f"\n       - {n}: {p}" for n, p in invalid),
+               "fix the expression or time zone in beat_schedule, or `awa-beat remove NAME`")
+        orphans = _orphans(store)
+        if orphans is not None:
+            report(not orphans, f"{len(orphans)} stored schedule(s) no longer in beat_schedule"
+                   + "".join(f"\n       - {n}" for n in orphans),
+                   "`awa-beat remove NAME` for each, if no other deployment needs it")
+    sys.exit(1 if problems else 0)
+
+
+def _session_locks_hold(conninfo: str) -> tuple[bool, str, str]:
+    """Whether a session advisory lock survives across transactions (no PgBouncer
+    transaction pooling in between)."""
+    key = int.from_bytes(b"AWA_DOCT", "big")
+    try:
+        with connect(conninfo) as conn:
+            conn.execute("SELECT pg_try_advisory_lock(%s)", (key,))
+            pids = set()
+            held = True
+            for _ in range(3):
+                with conn.transaction():
+                    pids.add(conn.execute("SELECT pg_backend_pid()").fetchone()[0])
+                with conn.transaction():
+                    held &= conn.execute(
+                        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+                        " AND pid = pg_backend_pid() AND objsubid = 1"
+                        " AND ((classid::bigint << 32) | objid::bigint) = %s", (key,)
+                    ).fetchone()[0] == 1
+            conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+    except (AwaBeatError, psycopg.Error) as exc:
+        return False, f"session advisory locks: check failed ({exc})", "see the error above"
+    ok = held and len(pids) == 1
+    return (ok, "session advisory locks hold across transactions",
+            "connect to PostgreSQL directly or through session pooling, not PgBouncer in "
+            "transaction or statement pooling")
+
+
+def _timezone_data() -> tuple[bool, str, str]:
+    import zoneinfo
+
+    try:
+        zones = zoneinfo.available_timezones()
+        load_timezone("America/New_York")
+    except Exception as exc:  # any failure means the data is unusable
+        return False, f"time-zone data: {exc}", "`pip install tzdata`"
+    try:
+        from importlib.metadata import version
+
+        source = f"tzdata {version('tzdata')}"
+    except Exception:  # the system zoneinfo is fine too
+        source = "system zoneinfo"
+    return bool(zones), f"time-zone data present ({len(zones)} zones, {source})", \
+        "`pip install tzdata`"
+
+
+def _orphans(store: Store) -> list[str] | None:
+    """Rows the Celery app (``celery -A proj awa doctor``) registered but no longer has."""
+    ctx = click.get_current_context(silent=True)
+    app = getattr(ctx.find_root().obj, "app", None) if ctx is not None else None
+    if app is None:
+        return None
+    from .config import Settings
+
+    deployment = Settings.from_app(app.conf, app_name=app.main).deployment
+    configured = set((app.conf.beat_schedule or {}).keys())
+    return [n for n in store.owned_names(deployment) if n not in configured]
 
 
 def _whoami() -> str:

@@ -90,6 +90,8 @@ class Engine:
         self._since = datetime.min.replace(tzinfo=UTC)
         self._next_refresh = 0.0
         self._reported: dict[str, tuple[datetime, str]] = {}
+        self.last_lag: float | None = None
+        """Seconds between the latest fire time of the last firing pass and its start."""
 
     # -- loading -----------------------------------------------------------------------------
 
@@ -238,6 +240,7 @@ class Engine:
         if not requests:
             return FireResult()
         result = self.store.fire(requests)
+        self.last_lag = now_epoch - max(r.fire_times[-1].timestamp() for r in requests)
         self._after_fire(requests, result, now_epoch)
         if self.on_fired is not None and result.jobs:
             self.on_fired(result)

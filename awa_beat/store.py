@@ -324,6 +324,33 @@ class Store:
                                {"retention": retention, "limit": limit})
             return cur.rowcount
 
+    # -- beats (for `awa-beat status`) -----------------------------------------------------
+
+    def heartbeat(self, **beat: Any) -> None:
+        with self._conn() as conn, wrap_errors("recording the heartbeat"):
+            conn.execute(queries["beat_heartbeat"], beat)
+
+    def beat_gone(self, identity: str) -> None:
+        with self._conn() as conn, wrap_errors("removing the heartbeat"):
+            conn.execute(queries["beat_gone"], {"identity": identity})
+
+    def beats(self, window: timedelta = timedelta(seconds=60)) -> list[dict[str, Any]]:
+        with self._conn() as conn, wrap_errors("reading beats"):
+            cur = conn.cursor(row_factory=dict_row)
+            return cur.execute(queries["list_beats"], {"window": window}).fetchall()
+
+    def count_all_pending_celery_jobs(self) -> int:
+        if self.awa_owned:
+            return 0
+        with self._conn() as conn, wrap_errors("counting unpublished jobs"):
+            row = conn.execute(queries["count_all_pending_celery_jobs"]).fetchone()
+        return int(row[0]) if row else 0
+
+    def database_clock(self) -> datetime:
+        with self._conn() as conn, wrap_errors("reading the database clock"):
+            row = conn.execute(queries["database_clock"]).fetchone()
+        return row[0]
+
     # -- firing --------------------------------------------------------------------------
 
     def fire(self, requests: Sequence[FireRequest]) -> FireResult:

@@ -266,3 +266,36 @@ DELETE FROM awa.jobs
                  AND (metadata -> 'celery' ->> 'dispatch') = 'celery'
                  AND finalized_at < now() - %(retention)s::interval
                LIMIT %(limit)s);
+
+-- beat_heartbeat --
+INSERT INTO awa_beat.beats AS b (identity, host, pid, deployment, lock_key, role, started_at,
+                                 leader_since, seen_at, last_lag_ms)
+VALUES (%(identity)s, %(host)s, %(pid)s, %(deployment)s, %(lock_key)s, %(role)s,
+        %(started_at)s, %(leader_since)s, now(), %(last_lag_ms)s)
+ON CONFLICT (identity) DO UPDATE
+   SET role = EXCLUDED.role, leader_since = EXCLUDED.leader_since, seen_at = now(),
+       last_lag_ms = EXCLUDED.last_lag_ms, deployment = EXCLUDED.deployment,
+       lock_key = EXCLUDED.lock_key;
+
+-- beat_gone --
+DELETE FROM awa_beat.beats WHERE identity = %(identity)s;
+
+-- list_beats --
+-- Beats seen recently, with whether each leader's lock is really held right now.
+SELECT b.*, now() - b.seen_at AS age,
+       EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+                WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+                  AND ((l.classid::bigint << 32) | l.objid::bigint) = b.lock_key
+                  AND a.application_name = 'awa-beat leader ' || b.pid
+                  AND l.database = (SELECT oid FROM pg_database
+                                     WHERE datname = current_database())) AS holds_lock
+  FROM awa_beat.beats b
+ WHERE b.seen_at > now() - %(window)s::interval
+ ORDER BY b.role, b.identity;
+
+-- count_all_pending_celery_jobs --
+SELECT count(*) FROM awa.jobs
+ WHERE state = 'available' AND (metadata -> 'celery' ->> 'dispatch') = 'celery';
+
+-- database_clock --
+SELECT clock_timestamp() AS now;

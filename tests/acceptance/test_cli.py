@@ -115,3 +115,37 @@ def test_celery_plugin_takes_the_database_from_the_app(url: str, tmp_path) -> No
                             env={**os.environ, "PYTHONPATH": str(tmp_path)})
     assert result.returncode == 0, result.stderr
     assert [r["name"] for r in json.loads(result.stdout)] == ["report"]
+
+
+def test_doctor_passes_on_a_healthy_database_and_names_each_problem(url: str) -> None:
+    healthy = run("doctor", "--database-url", url)
+    assert healthy.exit_code == 0, healthy.output
+    assert "[ok] session advisory locks hold across transactions" in healthy.output
+    c = connect(url)
+    c.execute("INSERT INTO awa.cron_jobs (name, cron_expr, kind) VALUES ('bad', '@midnight', 'k')")
+    c.close()
+    sick = run("doctor", "--database-url", url)
+    assert sick.exit_code == 1
+    assert "[FAIL] 2 schedule(s), 1 invalid" in sick.output and "- bad:" in sick.output
+    assert "fix:" in sick.output
+
+
+def test_status_shows_the_leader_and_standbys(url: str, tmp_path) -> None:
+    from .test_beat_processes import Beats, wait_for
+
+    beats = Beats(url, tmp_path)
+    beats.start()
+    beats.start()
+    try:
+        def both() -> dict | None:
+            status = json.loads(run("status", "--json", "--database-url", url).output)
+            return status if status["leaders"] and status["standbys"] else None
+
+        status = wait_for(both, 30, "a leader and a standby in status")
+    finally:
+        beats.stop_all()
+    assert len(status["leaders"]) == 1 and len(status["standbys"]) == 1
+    assert status["leaders"][0]["lock_key"] == 4708303812828676436
+    assert status["unpublished_backlog"] == 0
+    text = run("status", "--database-url", url).output
+    assert text.startswith("leader: NONE")  # both stopped and said goodbye
