@@ -64,12 +64,23 @@ def with_database(url: str, dbname: str) -> str:
     return make_conninfo(**params)  # type: ignore[arg-type]
 
 
+def awa_url(url: str) -> str:
+    """``url`` in a form awa-pg (sqlx) accepts: it needs a host even for a Unix socket
+    given as ``?host=/dir``, which is how the embedded server's URLs look."""
+    parts = urlsplit(url)
+    if parts.scheme in ("postgres", "postgresql") and not parts.hostname:
+        userinfo = parts.netloc.rpartition("@")[0]
+        netloc = f"{userinfo}@localhost" if userinfo else "localhost"
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url
+
+
 def awa_migrate(url: str) -> None:
     """Install Awa itself (awa-pg) in the database at ``url``."""
     import awa
 
     async def run() -> None:
-        await awa.migrate(url)
+        await awa.migrate(awa_url(url))
 
     asyncio.run(run())
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from awa_beat.store import connect
+from awa_beat.testing import awa_url
 
 from .test_beat_processes import ROOT, Beats, fires, wait_for
 
@@ -21,7 +22,7 @@ pytest.importorskip("awa", reason="awa-pg is not installed")
 def test_awa_and_awa_beat_fire_the_same_schedules_once(databases, tmp_path: Path) -> None:
     url = databases.fresh("awa")
     beats = Beats(url, tmp_path)
-    worker = subprocess.Popen([sys.executable, "-m", "tests.acceptance.awa_worker", url],
+    worker = subprocess.Popen([sys.executable, "-m", "tests.acceptance.awa_worker", awa_url(url)],
                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     conn = connect(url)
     try:

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from awa_beat.cron import CronExpression, load_timezone
 from awa_beat.errors import InvalidCronExpression, InvalidTimezone
 from awa_beat.fire_times import Calendar, calendar_for, due_fires, fires_between
+from awa_beat.testing import awa_url
 from tests.unit.test_cron import ACCEPTED, REJECTED
 
 pytestmark = pytest.mark.integration
@@ -138,7 +139,7 @@ def test_real_worker_fires_on_our_calendar(awa_db_url: str) -> None:
             return late
 
         async def replay() -> list[str]:
-            client = awa.AsyncClient(awa_db_url)
+            client = awa.AsyncClient(awa_url(awa_db_url))
 
             @client.task(ParityIdle, queue=WORKER_QUEUE)
             async def idle(job: Any) -> None:  # never called: no such job is inserted
@@ -219,7 +220,7 @@ class Probe:
 @pytest.fixture
 def awa_validator(awa_db_url: str) -> Any:
     """``periodic`` of an awa-pg client: it validates with croner and chrono-tz."""
-    client = awa.AsyncClient(awa_db_url)
+    client = awa.AsyncClient(awa_url(awa_db_url))
     yield client.periodic
     asyncio.run(client.close())
 

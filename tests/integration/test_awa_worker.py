@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from awa_beat.store import FireRequest, Store, connect
+from awa_beat.testing import awa_url
 
 pytestmark = pytest.mark.integration
 awa = pytest.importorskip("awa", reason="awa-pg is not installed")
@@ -42,7 +43,7 @@ def test_awa_worker_runs_a_job_fired_by_awa_beat(awa_db_url: str) -> None:
     seen: list[tuple[Any, Any]] = []
 
     async def run_worker() -> None:
-        client = awa.AsyncClient(awa_db_url)
+        client = awa.AsyncClient(awa_url(awa_db_url))
 
         @client.task(CeleryCall, kind="reports.nightly", queue="reports")
         async def handle(job: Any) -> None:
