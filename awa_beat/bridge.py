@@ -46,6 +46,12 @@ TASK_ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://pypi.org/project/awa
 DEFAULT_RETENTION = timedelta(days=7)
 
 
+#: apply_async options the bridge decides itself: publishing retries are its own, and
+#: the task id is derived from the fire.
+_BRIDGE_OWNED = ("retry", "retry_policy", "task_id", "producer", "connection", "publisher",
+                 "router", "add_to_parent", "result_cls")
+
+
 def task_id_for(job: dict[str, Any]) -> str:
     """The job's stable Celery task id: the same on every republish."""
     meta = job["metadata"]
@@ -69,6 +75,8 @@ class Prepared:
     routing_key: str
     exchange: str
     declare: list[Any]
+    embed: Any = None
+    """The decoded body's third part (callbacks, chain, ...), kept to build copies."""
 
 
 class _Recorder(Producer):
@@ -198,11 +206,9 @@ class Bridge:
         self._recorder: _Recorder | None = None
         self._prepared: dict[int, Prepared] = {}
         self._templates: dict[Any, Prepared] = {}
-        self._embeds: dict[int, Any] = {}
         self._failures = 0
         self._retry_at = 0.0
         self._next_purge = 0.0
-        self.published_total = 0
 
     def close(self) -> None:
         self._publisher.close()
@@ -227,6 +233,8 @@ class Bridge:
             return cached
         meta = job["metadata"]
         options = dict((meta.get("celery") or {}).get("options") or {})
+        for key in _BRIDGE_OWNED:
+            options.pop(key, None)
         expires = options.pop("expires", None)
         if isinstance(expires, (int, float)) and not isinstance(expires, bool):
             # Relative to the fire, not to the publish: a late publish does not extend it.
@@ -255,10 +263,10 @@ class Bridge:
         amqp, conf = self.app.amqp, self.app.conf
         headers = dict(template.headers)
         headers["id"] = headers["root_id"] = task_id
-        headers["argsrepr"] = saferepr(args, amqp.argsrepr_maxsize,
-                                       maxlevels=conf.task_repr_maxlevels)
-        headers["kwargsrepr"] = saferepr(kwargs, amqp.kwargsrepr_maxsize,
-                                         maxlevels=conf.task_repr_maxlevels)
+        # task_repr_maxlevels is new in Celery 5.7; older versions use saferepr's default.
+        levels = conf.get("task_repr_maxlevels", 3)
+        headers["argsrepr"] = saferepr(args, amqp.argsrepr_maxsize, maxlevels=levels)
+        headers["kwargsrepr"] = saferepr(kwargs, amqp.kwargsrepr_maxsize, maxlevels=levels)
         properties = dict(template.properties)
         properties["correlation_id"] = task_id
         if isinstance(expires, datetime):
@@ -266,11 +274,10 @@ class Bridge:
             # Celery turns the expiry into the message's TTL, counted from the send.
             left = max(0.0, (expires - datetime.now(UTC)).total_seconds())
             properties["expiration"] = str(int(left * 1000))
-        embed = self._embeds.get(id(template))
-        if embed is None:
-            embed = loads(template.body, template.content_type, template.content_encoding)[2]
-            self._embeds[id(template)] = embed
-        _, _, body = dumps((args, kwargs, embed),
+        if template.embed is None:
+            template.embed = loads(template.body, template.content_type,
+                                   template.content_encoding)[2]
+        _, _, body = dumps((args, kwargs, template.embed),
                            serializer=registry.type_to_name[template.content_type])
         return replace(template, job_id=job_id, task_id=task_id, body=body, headers=headers,
                        properties=properties)
@@ -308,7 +315,16 @@ class Bridge:
             if not jobs:
                 self.pending = False
                 break
-            batch = [self.prepare(job) for job in jobs]
+            batch = []
+            for job in jobs:
+                try:
+                    batch.append(self.prepare(job))
+                except Exception as exc:  # a message Celery refuses to build
+                    logger.error("bridge: cannot build the message of job %s (%s): %s; "
+                                 "marked failed", job["id"], job["kind"], exc)
+                    self.store.mark_unpublishable(job["id"], f"{type(exc).__name__}: {exc}")
+            if not batch:
+                continue
             try:
                 self._publisher.publish(batch)
             except Exception as exc:  # any broker failure: retry later
@@ -326,7 +342,6 @@ class Bridge:
                 break
             if time.monotonic() >= deadline:
                 break  # let beat fire; the rest follows on the next tick
-        self.published_total += published
         return published
 
     def _broker_failed(self, exc: BaseException, waiting: int) -> None:

@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, NoReturn
 
 from celery import beat
 
@@ -24,7 +24,7 @@ from .bridge import Bridge
 from .config import Settings, redact
 from .embedded import default_data_dir, embedded_database_url
 from .engine import Engine, utcnow
-from .errors import AwaBeatError, ConfigError, StoreError
+from .errors import AwaBeatError, ConfigError, SchemaError, StoreError
 from .leader import Leadership
 from .spec import specs_from_beat_schedule
 from .store import FireResult, Store
@@ -32,8 +32,42 @@ from .store import FireResult, Store
 logger = logging.getLogger("awa_beat.beat")
 #: Seconds between two heartbeats of a beat process in awa_beat.beats.
 HEARTBEAT_INTERVAL = 5.0
+#: Seconds between two looks for Celery jobs that this process did not fire itself.
+OUTBOX_CHECK_INTERVAL = 5.0
+
+
+def _refuse(message: str, *, hard: bool = False) -> NoReturn:
+    """Exit 1 with ``message`` and no traceback."""
+    logger.critical("awa-beat %s", message)
+    sys.stderr.write(f"awa-beat: {message}\n")
+    sys.stderr.flush()
+    if hard:
+        os._exit(1)
+    raise SystemExit(1)
 #: Fault injection for tests only ("exit-after-fire"); never set it in production.
 _FAULT = os.environ.get("AWA_BEAT_TEST_FAULT")
+
+
+def configured_entries(app: Any, settings: Settings) -> dict[str, Any]:
+    """The app's ``beat_schedule`` plus what Celery's own beat adds: the result backend's
+    nightly cleanup, when results expire and the backend cannot expire them itself.
+
+    That entry is added only when jobs are dispatched to Celery (Awa workers have no such
+    task), and named per deployment so that deployments sharing a database do not
+    overwrite each other's row.
+    """
+    entries = dict(app.conf.beat_schedule or {})
+    conf = app.conf
+    if (settings.dispatch == "celery" and conf.result_expires
+            and not any(e.get("task") == "celery.backend_cleanup" for e in entries.values()
+                        if isinstance(e, dict))
+            and not app.backend.supports_autoexpire):
+        from celery.schedules import crontab
+
+        entries[f"{settings.deployment}.celery.backend_cleanup"] = {
+            "task": "celery.backend_cleanup", "schedule": crontab("0", "4", "*"),
+            "options": {"expires": 12 * 3600}}
+    return entries
 
 
 class Scheduler(beat.Scheduler):
@@ -45,7 +79,10 @@ class Scheduler(beat.Scheduler):
     def __init__(self, app: Any, *args: Any, lazy: bool = False,
                  clock: Callable[[], datetime] = utcnow, **kwargs: Any) -> None:
         self.clock = clock
-        self.settings = Settings.from_app(app.conf, app_name=app.main)
+        try:
+            self.settings = Settings.from_app(app.conf, app_name=app.main)
+        except AwaBeatError as exc:
+            _refuse(f"invalid configuration: {exc}")
         self.database_url = self.settings.database_url
         self.store: Store | None = None
         self.bridge: Bridge | None = None
@@ -56,6 +93,7 @@ class Scheduler(beat.Scheduler):
         self._next_sync = 0.0
         self._outage = False
         self._next_heartbeat = 0.0
+        self._next_outbox_check = 0.0
         self._started_at = datetime.now(timezone.utc)
         self._specs: list[Any] = []
         kwargs.pop("max_interval", None)
@@ -69,9 +107,7 @@ class Scheduler(beat.Scheduler):
         except AwaBeatError as exc:
             self.close()
             # A user mistake or an unreachable database: say so and exit, no traceback.
-            logger.critical("awa-beat cannot start: %s", exc)
-            sys.stderr.write(f"awa-beat: {exc}\n")
-            raise SystemExit(1) from None
+            _refuse(f"cannot start: {exc}")
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
         """One step of the beat loop; returns seconds until the next step is needed."""
@@ -85,9 +121,9 @@ class Scheduler(beat.Scheduler):
             try:
                 won = self.leadership.try_acquire()
             except AwaBeatError as exc:  # e.g. PgBouncer transaction pooling
-                logger.critical("awa-beat cannot lead: %s", exc)
-                sys.stderr.write(f"awa-beat: {exc}\n")
-                raise SystemExit(1) from None
+                self.close()
+                # Celery's loop swallows SystemExit (and would exit 0): leave with 1.
+                _refuse(f"cannot lead: {exc}", hard=True)
             if not won:
                 return self.settings.election_interval
             self._next_ping = now + self.settings.ping_interval
@@ -107,8 +143,8 @@ class Scheduler(beat.Scheduler):
                 self._next_sync = now + self.settings.sync_interval
                 self._sync()
                 self.engine.load()
-            report = self.engine.run_pass()
-            more = self._dispatch()
+            self.engine.run_pass()
+            more = self._dispatch(now)
         except StoreError as exc:
             return self._store_failed(exc)
         if self._outage:
@@ -116,16 +152,18 @@ class Scheduler(beat.Scheduler):
             self._outage = False
         if more:
             return 0.0
-        return max(0.0, min(report.wait, self._next_ping - now, self._next_sync - now))
+        # Measured after publishing, so time spent on the broker does not delay fires.
+        now = time.monotonic()
+        return max(0.0, min(self.engine.wait(), self._next_ping - now, self._next_sync - now))
 
     def close(self) -> None:
+        if self.leadership is not None:
+            self.leadership.resign()  # first: a standby may take over right away
         if self.store is not None and self.leadership is not None:
             with contextlib.suppress(AwaBeatError):
                 self.store.beat_gone(self.leadership.identity)
         if self.bridge is not None:
             self.bridge.close()
-        if self.leadership is not None:
-            self.leadership.resign()
         if self.store is not None:
             self.store.close()
             self.store = None
@@ -150,8 +188,7 @@ class Scheduler(beat.Scheduler):
     # -- internals ------------------------------------------------------------------------------
 
     def _start(self) -> None:
-        entries = dict(self.app.conf.beat_schedule or {})
-        self._add_default_entries(entries)
+        entries = configured_entries(self.app, self.settings)
         self._specs = specs_from_beat_schedule(
             entries, default_timezone=self.settings.default_timezone,
             default_dispatch=self.settings.dispatch or "awa")
@@ -161,7 +198,10 @@ class Scheduler(beat.Scheduler):
             logger.warning("beat: no awa_beat_database_url / AWA_BEAT_DATABASE_URL set; using "
                            "an embedded PostgreSQL in %s, for trying things out only", data_dir)
         self.store = Store(self.database_url).open()
-        self.store.migrate()
+        try:
+            self.store.check_schema()  # needs no CREATE privilege once migrated
+        except SchemaError:
+            self.store.migrate()
         celery_entries = [s.name for s in self._specs if s.dispatch == "celery"]
         if celery_entries or self.settings.dispatch == "celery":
             if self.store.awa_owned:
@@ -175,17 +215,6 @@ class Scheduler(beat.Scheduler):
         self.engine = Engine(self.store, catch_up_limit=self.settings.catch_up_limit,
                              clock=self.clock, on_fired=self._on_fired)
         self.leadership = Leadership(self.database_url, self.settings.lock_key)
-
-    def _add_default_entries(self, entries: dict[str, Any]) -> None:
-        # What Celery's own beat adds: the result backend's nightly cleanup.
-        conf = self.app.conf
-        if (conf.result_expires and "celery.backend_cleanup" not in entries
-                and not self.app.backend.supports_autoexpire):
-            from celery.schedules import crontab
-
-            entries["celery.backend_cleanup"] = {
-                "task": "celery.backend_cleanup", "schedule": crontab("0", "4", "*"),
-                "options": {"expires": 12 * 3600}}
 
     def _sync(self, *, startup: bool = False) -> None:
         assert self.store is not None
@@ -242,10 +271,15 @@ class Scheduler(beat.Scheduler):
         if self.bridge is not None:
             self.bridge.pending = True
 
-    def _dispatch(self) -> bool:
+    def _dispatch(self, now: float) -> bool:
         """Publish what the bridge has pending; True when more is waiting right now."""
         if self.bridge is None:
             return False
+        if now >= self._next_outbox_check:
+            # Jobs fired by another process (a manual trigger, another deployment's
+            # leader) are found this way; our own fires set `pending` at once.
+            self._next_outbox_check = now + OUTBOX_CHECK_INTERVAL
+            self.bridge.pending = True
         if self.bridge.due():
             self.bridge.drain()
         self.bridge.purge()

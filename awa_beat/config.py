@@ -15,6 +15,7 @@ DATABASE_URL_ENV = "AWA_BEAT_DATABASE_URL"
 #: The bytes of "AWA_BEAT": the default leader lock key. Never Awa's own "AWA_MAIN"
 #: (4708303813012965710), which would shut Awa workers out of all their maintenance.
 DEFAULT_LOCK_KEY = int.from_bytes(b"AWA_BEAT", "big")
+AWA_MAIN_LOCK_KEY = 4708303813012965710
 
 
 def redact(dsn: str) -> str:
@@ -33,11 +34,12 @@ def validate_dsn(dsn: str) -> str:
     """Reject a malformed DSN early, with a message that never shows the password."""
     try:
         conninfo_to_dict(dsn)
-    except Exception as exc:
+    except Exception:
+        # Not chained: the parser's message may quote the password.
         raise ConfigError(
             "the database URL is malformed; expected e.g. "
             "postgresql://user:password@host:5432/dbname"
-        ) from exc
+        ) from None
     return dsn
 
 
@@ -82,10 +84,14 @@ class Settings:
         defaults = cls()
         app_timezone = _conf_get(conf, "timezone")
         url = get("database_url")
+        lock_key = _number(get("lock_key"), "lock_key", int, defaults.lock_key,
+                           minimum=-(2**63), maximum=2**63 - 1)
+        if lock_key == AWA_MAIN_LOCK_KEY:
+            raise ConfigError("awa_beat_lock_key must not be Awa's own lock key "
+                              f"({AWA_MAIN_LOCK_KEY}): Awa workers would lose their maintenance")
         return cls(
             database_url=validate_dsn(str(url)) if url else None,
-            lock_key=_number(get("lock_key"), "lock_key", int, defaults.lock_key,
-                             minimum=-(2**63), maximum=2**63 - 1),
+            lock_key=lock_key,
             sync_interval=_number(get("sync_interval"), "sync_interval", float,
                                   defaults.sync_interval, minimum=1),
             ping_interval=_number(get("ping_interval"), "ping_interval", float,

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 
-from .errors import ScheduleError
+from .errors import ScheduleError, StoreError
 from .fire_times import Calendar, calendar_for, due_fires, next_fire_after
 from .store import FireRequest, FireResult, ScheduleRow, Store, TableState
 
@@ -107,14 +107,12 @@ class Engine:
 
     def refresh(self) -> None:
         """Pick up what others changed since the last refresh (one query)."""
-        state, rows = self.store.changes(self._since)
-        if self._state is not None and (state.total, state.fingerprint) != (
-            len(self._entries), self._state.fingerprint
-        ):
-            self.load()
-            return
         if self._state is None:
             self.load()
+            return
+        state, rows = self.store.changes(self._since)
+        if (state.total, state.fingerprint) != (len(self._entries), self._state.fingerprint):
+            self.load()  # rows were inserted or deleted
             return
         self._apply(rows)
         self._adopt_state(state)
@@ -153,6 +151,13 @@ class Engine:
             self._reported[row.name] = key
             logger.error("beat: schedule %r is invalid and is skipped until it changes: %s",
                          row.name, problem)
+
+    def _report_failed(self, row: ScheduleRow, error: str) -> None:
+        key = (row.updated_at, error)
+        if self._reported.get(row.name) != key:
+            self._reported[row.name] = key
+            logger.error("beat: firing schedule %r failed, retrying every %.0f s: %s",
+                         row.name, RETRY_DELAY, error)
 
     def _schedule(self, entry: _Entry, *, at: float | None = None) -> None:
         row = entry.row
@@ -239,7 +244,13 @@ class Engine:
                 self._schedule(entry)
         if not requests:
             return FireResult()
-        result = self.store.fire(requests)
+        try:
+            result = self.store.fire(requests)
+        except StoreError:
+            # Nothing was fired: try these again shortly, not at the next full reload.
+            for request in requests:
+                self._schedule(self._entries[request.name], at=now_epoch + RETRY_DELAY)
+            raise
         self.last_lag = now_epoch - max(r.fire_times[-1].timestamp() for r in requests)
         self._after_fire(requests, result, now_epoch)
         if self.on_fired is not None and result.jobs:
@@ -260,7 +271,7 @@ class Engine:
                 entry.row = replace(entry.row, last_enqueued_at=request.fire_times[-1])
                 self._schedule(entry)
             elif request.name in result.failed:
-                self._report_invalid(entry.row, f"firing failed: {result.failed[request.name]}")
+                self._report_failed(entry.row, result.failed[request.name])
                 self._schedule(entry, at=now_epoch + RETRY_DELAY)
             else:
                 lost.append(request.name)
@@ -268,11 +279,19 @@ class Engine:
             # Another evaluator fired first, or the row was paused, edited or removed
             # meanwhile: take the database's word for it.
             rows = {row.name: row for row in self.store.get_many(lost)}
+            expected = {r.name: r.expected for r in requests}
             for name in lost:
-                if name in rows:
-                    self._set(rows[name])
-                else:
+                row = rows.get(name)
+                if row is None:
                     self._entries.pop(name, None)
+                elif row.last_enqueued_at == expected[name] and row.paused_at is None:
+                    # Unchanged and not paused, yet not fired: its job breaks Awa's limits
+                    # (priority 1-4, at most 20 tags, kind and queue at most 200 characters).
+                    self._report_invalid(row, "its job would break Awa's limits (priority 1-4, "
+                                         "at most 20 tags, kind and queue <= 200 characters)")
+                    self._entries[name] = _Entry(row, None, None)
+                else:
+                    self._set(row)
 
     # -- introspection -----------------------------------------------------------------------
 

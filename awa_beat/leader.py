@@ -27,13 +27,12 @@ import time
 
 import psycopg
 
-from .config import DEFAULT_LOCK_KEY, redact
-from .errors import StoreError
+from .config import AWA_MAIN_LOCK_KEY, DEFAULT_LOCK_KEY, redact
+from .errors import ConfigError, StoreError
 from .store import connect
 
 logger = logging.getLogger(__name__)
 
-AWA_MAIN_LOCK_KEY = 4708303813012965710
 
 
 class SessionLockUnsupported(StoreError):
@@ -45,7 +44,7 @@ class Leadership:
 
     def __init__(self, conninfo: str, lock_key: int = DEFAULT_LOCK_KEY) -> None:
         if lock_key == AWA_MAIN_LOCK_KEY:
-            raise ValueError("awa_beat_lock_key must not be Awa's own lock key (AWA_MAIN)")
+            raise ConfigError("awa_beat_lock_key must not be Awa's own lock key (AWA_MAIN)")
         self.conninfo = conninfo
         self.lock_key = lock_key
         self.identity = f"{socket.gethostname()}:{os.getpid()}"
@@ -71,7 +70,9 @@ class Leadership:
             if not (row and row[0]):
                 return False
             self._check_session_lock(conn)
-        except psycopg.Error as exc:
+        except SessionLockUnsupported:
+            raise
+        except (psycopg.Error, StoreError) as exc:
             self._drop_connection()
             logger.warning("beat: election attempt failed on %s: %s",
                            redact(self.conninfo), str(exc).strip().splitlines()[0])
@@ -94,11 +95,13 @@ class Leadership:
         return True
 
     def resign(self) -> None:
-        """Release the lock now so a standby can take over; idempotent."""
+        """Release the lock now so a standby can take over; idempotent.
+
+        Closing the session releases the lock. No query is sent: this runs from
+        Celery's SIGTERM handler, possibly while the main thread is using the same
+        connection.
+        """
         if self._conn is not None and self.is_leader:
-            # If this fails the session is going away anyway, and with it the lock.
-            with contextlib.suppress(psycopg.Error):
-                self._conn.execute("SELECT pg_advisory_unlock(%s)", (self.lock_key,))
             logger.info("beat: %s resigned leadership (lock key %s)",
                         self.identity, self.lock_key)
         self._lose()
@@ -111,8 +114,14 @@ class Leadership:
 
     def _connection(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
-            self._conn = connect(self.conninfo, connect_timeout=5,
-                                 application_name=f"awa-beat leader {os.getpid()}")
+            conn = connect(self.conninfo, connect_timeout=5,
+                           application_name=f"awa-beat leader {os.getpid()}")
+            # If this host vanishes, the server drops the session, and with it the lock,
+            # in about 25 s instead of the OS default of hours.
+            for setting, value in (("tcp_keepalives_idle", 10), ("tcp_keepalives_interval", 5),
+                                   ("tcp_keepalives_count", 3)):
+                conn.execute(f"SET {setting} = {value:d}")
+            self._conn = conn
         return self._conn
 
     def _drop_connection(self) -> None:

@@ -25,7 +25,8 @@ app.conf.update(
     # Beat only writes jobs to PostgreSQL; the broker matters to workers (and to the
     # dispatch bridge). The filesystem transport needs no server.
     broker_url=os.environ.get("CELERY_BROKER_URL", "filesystem://"),
-    broker_transport_options={"data_folder_in": BROKER_DIR, "data_folder_out": BROKER_DIR},
+    broker_transport_options={"data_folder_in": BROKER_DIR, "data_folder_out": BROKER_DIR,
+                              "control_folder": os.path.join(BROKER_DIR, "control")},
     timezone="Europe/London",
     # Fired jobs are published to the broker, so Celery workers run them.
     awa_beat_dispatch="celery",

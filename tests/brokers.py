@@ -30,4 +30,5 @@ def broker_conf(kind: str, tmp: Path) -> dict[str, Any] | None:
     folder.mkdir(parents=True, exist_ok=True)
     return {"broker_url": "filesystem://",
             "broker_transport_options": {"data_folder_in": str(folder),
-                                         "data_folder_out": str(folder)}}
+                                         "data_folder_out": str(folder),
+                                         "control_folder": str(folder / "control")}}
