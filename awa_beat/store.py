@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg.rows import dict_row
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import schema
 from .config import redact
@@ -30,6 +30,13 @@ if TYPE_CHECKING:
     from typing_extensions import LiteralString
 
 logger = logging.getLogger(__name__)
+
+
+#: Seconds to wait for a pooled connection before the operation fails (and is retried).
+POOL_TIMEOUT = 5.0
+#: TCP keepalives, so a silently dead peer is noticed in about 25 s, not hours.
+KEEPALIVES = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5,
+              "keepalives_count": 3}
 
 
 def configure_session(conn: psycopg.Connection) -> None:
@@ -43,7 +50,7 @@ def configure_session(conn: psycopg.Connection) -> None:
 def connect(conninfo: str, **kwargs: Any) -> psycopg.Connection:
     """A dedicated autocommit connection in a UTC session (for locks and LISTEN)."""
     try:
-        conn = psycopg.connect(conninfo, autocommit=True, **kwargs)
+        conn = psycopg.connect(conninfo, autocommit=True, **{**KEEPALIVES, **kwargs})
     except psycopg.Error as exc:
         raise StoreError(f"cannot connect to {redact(conninfo)}: {_first_line(exc)}") from None
     configure_session(conn)
@@ -142,7 +149,8 @@ class Store:
     owns the ``awa`` schema, which decides how jobs are inserted.
     """
 
-    def __init__(self, conninfo: str, *, min_size: int = 1, max_size: int = 4) -> None:
+    def __init__(self, conninfo: str, *, min_size: int = 1, max_size: int = 4,
+                 timeout: float = POOL_TIMEOUT) -> None:
         self.conninfo = conninfo
         self._pool = ConnectionPool(
             conninfo,
@@ -150,7 +158,8 @@ class Store:
             max_size=max_size,
             open=False,
             configure=configure_session,
-            kwargs={"autocommit": True},
+            kwargs={"autocommit": True, **KEEPALIVES},
+            timeout=timeout,
             name="awa-beat",
         )
         self.awa_owned = False
@@ -182,8 +191,12 @@ class Store:
 
     @contextmanager
     def _conn(self) -> Iterator[psycopg.Connection]:
-        with self._pool.connection() as conn:
-            yield conn
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except PoolTimeout as exc:
+            # No connection could be had (the database is down or unreachable).
+            raise StoreError(f"no database connection: {_first_line(exc)}") from exc
 
     # -- schema ----------------------------------------------------------------------
 
@@ -297,6 +310,25 @@ class Store:
             cur = conn.cursor(row_factory=dict_row)
             return cur.execute(queries["recent_jobs"], {"limit": limit}).fetchall()
 
+    def import_schedules(self, rows: Sequence[dict[str, Any]],
+                         cursors: Sequence[datetime | None], paused_by: Sequence[str | None],
+                         *, deployment: str) -> list[dict[str, Any]]:
+        """Upsert imported schedule rows (``awa-beat import``) in one round trip.
+
+        As :meth:`sync`, plus each row's cursor from the old scheduler (``None``: unknown)
+        and pause reason (``None``: active). New rows start at that cursor (else now) and
+        are paused when a reason is given; existing rows get the new definition and their
+        cursor only ever moves forward; their pause is left alone. One dict per row, by
+        name: ``name, inserted, changed, cursor_before, cursor_after``.
+        """
+        if not rows:
+            return []
+        params = {**sync_params(rows, deployment), "cursors": list(cursors),
+                  "paused_by": list(paused_by)}
+        with self._conn() as conn, wrap_errors("importing schedules"):
+            cur = conn.cursor(row_factory=dict_row)
+            return cur.execute(queries["import_schedules"], params).fetchall()
+
     # -- Celery dispatch bridge ------------------------------------------------------------
 
     def pending_celery_jobs(self, deployment: str, limit: int) -> list[dict[str, Any]]:
@@ -317,6 +349,10 @@ class Store:
             cur = conn.execute(queries["mark_published"],
                                {"ids": list(ids), "task_ids": list(task_ids)})
             return cur.rowcount
+
+    def mark_unpublishable(self, job_id: int, error: str) -> None:
+        with self._conn() as conn, wrap_errors("marking a job failed"):
+            conn.execute(queries["mark_unpublishable"], {"id": job_id, "error": error})
 
     def purge_published(self, retention: timedelta, limit: int) -> int:
         with self._conn() as conn, wrap_errors("deleting published jobs"):
