@@ -25,7 +25,7 @@ from .config import DATABASE_URL_ENV, database_url, redact
 from .cron import load_timezone
 from .errors import AwaBeatError
 from .fire_times import calendar_for, next_fire_after
-from .store import ScheduleRow, Store, connect
+from .store import ScheduleRow, Store
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -467,30 +467,21 @@ def doctor(database_url: str | None) -> None:
 
 
 def _session_locks_hold(conninfo: str) -> tuple[bool, str, str]:
-    """Whether a session advisory lock survives across transactions (no PgBouncer
-    transaction pooling in between)."""
-    key = int.from_bytes(b"AWA_DOCT", "big")
+    """Whether a session advisory lock holds here (no PgBouncer transaction pooling),
+    checked exactly as a beat checks it when it wins the election."""
+    from .leader import Leadership, SessionLockUnsupported
+
+    fix = ("connect to PostgreSQL directly or through session pooling, not PgBouncer in "
+           "transaction or statement pooling")
+    probe = Leadership(conninfo, int.from_bytes(b"AWA_DOCT", "big"))
     try:
-        with connect(conninfo) as conn:
-            conn.execute("SELECT pg_try_advisory_lock(%s)", (key,))
-            pids = set()
-            held = True
-            for _ in range(3):
-                with conn.transaction():
-                    pids.add(conn.execute("SELECT pg_backend_pid()").fetchone()[0])
-                with conn.transaction():
-                    held &= conn.execute(
-                        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
-                        " AND pid = pg_backend_pid() AND objsubid = 1"
-                        " AND ((classid::bigint << 32) | objid::bigint) = %s", (key,)
-                    ).fetchone()[0] == 1
-            conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
-    except (AwaBeatError, psycopg.Error) as exc:
-        return False, f"session advisory locks: check failed ({exc})", "see the error above"
-    ok = held and len(pids) == 1
-    return (ok, "session advisory locks hold across transactions",
-            "connect to PostgreSQL directly or through session pooling, not PgBouncer in "
-            "transaction or statement pooling")
+        if not probe.try_acquire():
+            return False, "session advisory locks: could not take a test lock", fix
+    except SessionLockUnsupported:
+        return False, "session advisory locks do NOT hold on this connection", fix
+    finally:
+        probe.resign()
+    return True, "session advisory locks hold across transactions", fix
 
 
 def _timezone_data() -> tuple[bool, str, str]:

@@ -28,7 +28,7 @@ import time
 import psycopg
 
 from .config import AWA_MAIN_LOCK_KEY, DEFAULT_LOCK_KEY, redact
-from .errors import ConfigError, StoreError
+from .errors import AwaBeatError, ConfigError, StoreError
 from .store import connect
 
 logger = logging.getLogger(__name__)
@@ -132,14 +132,22 @@ class Leadership:
 
     def _check_session_lock(self, conn: psycopg.Connection) -> None:
         # Behind PgBouncer in transaction or statement pooling, the next statement may
-        # run on another server session, where this lock is not held: refuse to run.
+        # run on another server session, where this lock is not held, and other clients
+        # may run on ours: refuse to run. Two signs: our session changes between
+        # statements, or another client connection is handed our session while we idle.
+        pids = {conn.execute("SELECT pg_backend_pid()").fetchone()[0] for _ in range(2)}
+        shared = False
+        with contextlib.suppress(AwaBeatError, psycopg.Error), \
+                connect(self.conninfo, connect_timeout=5) as probe:
+            shared = any(probe.execute("SELECT pg_backend_pid()").fetchone()[0] in pids
+                         for _ in range(3))
         row = conn.execute(
             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
             " AND pid = pg_backend_pid() AND objsubid = 1"
             " AND ((classid::bigint << 32) | objid::bigint) = %s",
             (self.lock_key,),
         ).fetchone()
-        if not row or row[0] != 1:
+        if len(pids) != 1 or shared or not row or row[0] != 1:
             conn.execute("SELECT pg_advisory_unlock_all()")
             raise SessionLockUnsupported(
                 "session advisory locks do not hold on this connection: is it going through "
