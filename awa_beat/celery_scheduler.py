@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import random
 import sys
 import time
 from collections.abc import Callable
@@ -34,6 +35,8 @@ logger = logging.getLogger("awa_beat.beat")
 HEARTBEAT_INTERVAL = 5.0
 #: Seconds between two looks for Celery jobs that this process did not fire itself.
 OUTBOX_CHECK_INTERVAL = 5.0
+#: Seconds between two refreshes of a standby's view of the table.
+STANDBY_REFRESH_INTERVAL = 5.0
 
 
 def _refuse(message: str, *, hard: bool = False) -> NoReturn:
@@ -94,6 +97,7 @@ class Scheduler(beat.Scheduler):
         self._outage = False
         self._next_heartbeat = 0.0
         self._next_outbox_check = 0.0
+        self._next_standby_refresh = 0.0
         self._started_at = datetime.now(timezone.utc)
         self._specs: list[Any] = []
         kwargs.pop("max_interval", None)
@@ -115,9 +119,12 @@ class Scheduler(beat.Scheduler):
         now = time.monotonic()
         self._heartbeat(now)
         if not self.leadership.is_leader:
+            self._warm_standby(now)
             if now < self._next_election:
                 return self._next_election - now
-            self._next_election = now + self.settings.election_interval
+            # Jitter, so that standbys started together do not try in lockstep.
+            self._next_election = now + self.settings.election_interval * random.uniform(
+                0.8, 1.2)
             try:
                 won = self.leadership.try_acquire()
             except AwaBeatError as exc:  # e.g. PgBouncer transaction pooling
@@ -125,13 +132,13 @@ class Scheduler(beat.Scheduler):
                 # Celery's loop swallows SystemExit (and would exit 0): leave with 1.
                 _refuse(f"cannot lead: {exc}", hard=True)
             if not won:
-                return self.settings.election_interval
+                return max(0.0, self._next_election - now)
             self._next_ping = now + self.settings.ping_interval
             self._next_sync = now + self.settings.sync_interval
             if self.bridge is not None:
                 self.bridge.pending = True  # the last leader may have left jobs unpublished
             try:
-                self.engine.load()
+                self.engine.refresh()  # warm already: one cheap query, not a full load
             except StoreError as exc:
                 return self._store_failed(exc)
         if now >= self._next_ping:
@@ -141,8 +148,7 @@ class Scheduler(beat.Scheduler):
         try:
             if now >= self._next_sync:
                 self._next_sync = now + self.settings.sync_interval
-                self._sync()
-                self.engine.load()
+                self._sync()  # what it changed, the next refresh picks up
             self.engine.run_pass()
             more = self._dispatch(now)
         except StoreError as exc:
@@ -235,6 +241,16 @@ class Scheduler(beat.Scheduler):
             logger.warning("beat: schedule %r is stored (deployment %r) but no longer in "
                            "beat_schedule; it keeps firing until removed: "
                            "`awa-beat remove %s`", name, self.settings.deployment, name)
+
+    def _warm_standby(self, now: float) -> None:
+        """Keep a standby's view of the table current, so that taking over costs one
+        refresh, not a full load of every row."""
+        assert self.engine is not None
+        if now < self._next_standby_refresh:
+            return
+        self._next_standby_refresh = now + STANDBY_REFRESH_INTERVAL
+        with contextlib.suppress(StoreError):  # the election reports database trouble
+            self.engine.refresh()
 
     def _heartbeat(self, now: float) -> None:
         """Tell `awa-beat status` who runs, every HEARTBEAT_INTERVAL; never fatal."""

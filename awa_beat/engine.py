@@ -32,7 +32,7 @@ from datetime import datetime, timedelta, timezone
 
 from .errors import ScheduleError, StoreError
 from .fire_times import Calendar, calendar_for, due_fires, next_fire_after
-from .store import FireRequest, FireResult, ScheduleRow, Store, TableState
+from .store import CronState, FireRequest, FireResult, Store, TableState
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ def utcnow() -> datetime:
 
 @dataclass
 class _Entry:
-    row: ScheduleRow
+    row: CronState
     calendar: Calendar | None
     due: float | None
     """Epoch seconds at which the row next has a fire due; None: paused, invalid, never."""
@@ -97,8 +97,7 @@ class Engine:
 
     def load(self) -> None:
         """Read every row afresh (at start, on a fingerprint change, at each sync)."""
-        state = self.store.table_state()
-        rows = self.store.schedules()
+        state, rows = self.store.cron_states()
         self._entries.clear()
         self._heap.clear()
         self._apply(rows)
@@ -119,17 +118,18 @@ class Engine:
 
     def _adopt_state(self, state: TableState) -> None:
         self._state = state
-        if state.newest is not None:
-            self._since = max(self._since, state.newest - REFRESH_OVERLAP)
+        # Anchored on the server's clock at the read, not on the newest change seen:
+        # rows changed long ago must not come back on every refresh.
+        self._since = max(self._since, state.db_now - REFRESH_OVERLAP)
 
-    def _apply(self, rows: Iterable[ScheduleRow]) -> None:
+    def _apply(self, rows: Iterable[CronState]) -> None:
         for row in rows:
             current = self._entries.get(row.name)
             if current is not None and current.row == row:
                 continue
             self._set(row)
 
-    def _set(self, row: ScheduleRow) -> None:
+    def _set(self, row: CronState) -> None:
         calendar = None
         problem = None
         try:
@@ -145,14 +145,14 @@ class Engine:
         self._entries[row.name] = entry
         self._schedule(entry)
 
-    def _report_invalid(self, row: ScheduleRow, problem: str) -> None:
+    def _report_invalid(self, row: CronState, problem: str) -> None:
         key = (row.updated_at, problem)
         if self._reported.get(row.name) != key:
             self._reported[row.name] = key
             logger.error("beat: schedule %r is invalid and is skipped until it changes: %s",
                          row.name, problem)
 
-    def _report_failed(self, row: ScheduleRow, error: str) -> None:
+    def _report_failed(self, row: CronState, error: str) -> None:
         key = (row.updated_at, error)
         if self._reported.get(row.name) != key:
             self._reported[row.name] = key
@@ -278,7 +278,7 @@ class Engine:
         if lost:
             # Another evaluator fired first, or the row was paused, edited or removed
             # meanwhile: take the database's word for it.
-            rows = {row.name: row for row in self.store.get_many(lost)}
+            rows = {row.name: row for row in self.store.cron_states_by_name(lost)}
             expected = {r.name: r.expected for r in requests}
             for name in lost:
                 row = rows.get(name)
@@ -298,5 +298,5 @@ class Engine:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def rows(self) -> list[ScheduleRow]:
+    def rows(self) -> list[CronState]:
         return [entry.row for entry in self._entries.values()]

@@ -198,24 +198,35 @@ SELECT id, kind, queue, args, state::text AS state, priority, max_attempts, meta
 
 -- changed_schedules --
 -- The evaluator's one query per pass: a fingerprint of the whole table (row count and
--- a hash of the names, so any insert or delete shows) and the rows changed since
--- %(since)s. Pauses, resumes, edits and fires all bump updated_at.
+-- a hash of the names, so any insert or delete shows), the server's clock, and the rows
+-- changed since %(since)s, with only the columns the evaluator needs. Pauses, resumes,
+-- edits and fires all bump updated_at.
 WITH stats AS (
     SELECT count(*) AS total, coalesce(sum(hashtext(name)::bigint), 0) AS fingerprint,
-           max(updated_at) AS newest
+           statement_timestamp() AS db_now
       FROM awa.cron_jobs
 )
-SELECT s.total, s.fingerprint, s.newest,
-       c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority,
-       c.max_attempts, c.tags, c.metadata, c.missed_fire_policy, c.last_enqueued_at,
-       c.created_at, c.updated_at, c.paused_at, c.paused_by, o.deployment
+SELECT s.total, s.fingerprint, s.db_now,
+       c.name, c.cron_expr, c.timezone, c.missed_fire_policy, c.last_enqueued_at,
+       c.created_at, c.updated_at, c.paused_at
   FROM stats s
-  LEFT JOIN awa.cron_jobs c ON c.updated_at > %(since)s
-  LEFT JOIN awa_beat.schedules o ON o.name = c.name;
+  LEFT JOIN awa.cron_jobs c ON c.updated_at > %(since)s;
+
+-- cron_states --
+-- Every row, with only the columns the evaluator needs (it holds them all in memory).
+SELECT name, cron_expr, timezone, missed_fire_policy, last_enqueued_at, created_at,
+       updated_at, paused_at
+  FROM awa.cron_jobs;
+
+-- cron_states_by_name --
+SELECT name, cron_expr, timezone, missed_fire_policy, last_enqueued_at, created_at,
+       updated_at, paused_at
+  FROM awa.cron_jobs
+ WHERE name = ANY(%(names)s);
 
 -- table_fingerprint --
 SELECT count(*) AS total, coalesce(sum(hashtext(name)::bigint), 0) AS fingerprint,
-       max(updated_at) AS newest
+       statement_timestamp() AS db_now
   FROM awa.cron_jobs;
 
 -- get_schedules --
