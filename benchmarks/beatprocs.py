@@ -1,0 +1,108 @@
+"""Helpers of bench_lag.py and bench_failover.py: real beat processes and what they fired.
+
+Each process is `python -m celery -A lagapp beat -S awa_beat.Scheduler`, started the way
+tests/acceptance/test_beat_processes.py starts them, with its log in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+class Beats:
+    """Starts and stops `celery beat -S awa_beat.Scheduler` processes of benchmarks/lagapp.py."""
+
+    def __init__(self, db_url: str, logs: Path, env: dict[str, str]) -> None:
+        path = os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")])
+        # awa-beat's settings are the shipped defaults unless ``env`` says otherwise.
+        inherited = {k: v for k, v in os.environ.items() if not k.startswith("AWA_BEAT_")}
+        self.env = {**inherited, "AWA_BEAT_DATABASE_URL": db_url, "PYTHONPATH": path, **env}
+        self.logs = logs
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self) -> subprocess.Popen[bytes]:
+        n = len(self.procs)
+        with open(self.logs / f"beat{n}.log", "wb") as log:  # the child keeps its own copy
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "lagapp", "beat", "-S",
+                 "awa_beat.Scheduler", "-l", "info", "--pidfile=",
+                 "-s", str(self.logs / f"unused-{n}")],
+                cwd=self.logs, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        self.procs.append(proc)
+        return proc
+
+    def alive(self) -> list[subprocess.Popen[bytes]]:
+        return [p for p in self.procs if p.poll() is None]
+
+    def tail(self, chars: int = 3000) -> str:
+        return "\n".join(f"--- {p.name}\n" + p.read_text(errors="replace")[-chars:]
+                         for p in sorted(self.logs.glob("beat*.log")))
+
+    def stop_all(self) -> None:
+        for proc in self.alive():
+            proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str,
+             interval: float = 0.01) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+def fires(conn: psycopg.Connection, after: datetime | None = None
+          ) -> list[tuple[str, datetime, datetime]]:
+    """(cron_name, cron_fire_time, created_at) of every fired job, oldest first."""
+    return conn.execute(
+        "SELECT metadata ->> 'cron_name', (metadata ->> 'cron_fire_time')::timestamptz,"
+        " created_at FROM awa.jobs WHERE metadata ? 'cron_fire_time'"
+        " AND created_at > coalesce(%s::timestamptz, '-infinity') ORDER BY created_at, id",
+        (after,)).fetchall()
+
+
+def duplicates(conn: psycopg.Connection) -> list[tuple[str, str, int]]:
+    """(cron_name, cron_fire_time, jobs) for every fire enqueued more than once."""
+    return conn.execute(
+        "SELECT metadata ->> 'cron_name', metadata ->> 'cron_fire_time', count(*)"
+        " FROM awa.jobs WHERE metadata ? 'cron_fire_time' GROUP BY 1, 2"
+        " HAVING count(*) > 1 ORDER BY 1, 2").fetchall()
+
+
+def pct(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (nearest rank) of ``values``."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[max(1, math.ceil(len(ordered) * q / 100)) - 1]
+
+
+def summary(values: Sequence[float]) -> dict[str, float]:
+    return {"n": len(values), "p50": pct(values, 50), "p90": pct(values, 90),
+            "p99": pct(values, 99), "max": max(values, default=float("nan")),
+            "mean": statistics.fmean(values) if values else float("nan")}
