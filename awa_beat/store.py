@@ -253,7 +253,10 @@ class Store:
         with self._conn() as conn, wrap_errors("reading schedules"), conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             total, fingerprint, db_now = conn.execute(queries["table_fingerprint"]).fetchone()
-            rows = [CronState(*r) for r in conn.execute(queries["cron_states"])]
+            # A server-side cursor, so 100,000 rows never sit in memory twice at once.
+            with conn.cursor(name="awa_beat_cron_states") as cur:
+                cur.itersize = 5000
+                rows = [CronState(*r) for r in cur.execute(queries["cron_states"])]
         return TableState(total, fingerprint, db_now), rows
 
     def cron_states_by_name(self, names: Sequence[str]) -> list[CronState]:
