@@ -13,6 +13,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -23,6 +24,19 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from .store import Store
 
 TEST_DATABASE_URL_ENV = "AWA_BEAT_TEST_DATABASE_URL"
+
+
+class FakeClock:
+    """A clock to inject into the engine or the Scheduler: it reads ``now``."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **kwargs: float) -> None:
+        self.now += timedelta(**kwargs)
 LOCAL_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 

@@ -11,20 +11,11 @@ import pytest
 
 from awa_beat.engine import Engine
 from awa_beat.store import Store
+from awa_beat.testing import FakeClock as Clock
 
 pytestmark = pytest.mark.integration
 UTC = timezone.utc
 
-
-class Clock:
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **kwargs: float) -> None:
-        self.now += timedelta(**kwargs)
 
 
 def add(store: Store, conn: psycopg.Connection, name: str, cron_expr: str, cursor: datetime,

@@ -19,17 +19,11 @@ from awa_beat.errors import StoreError
 from awa_beat.leader import Leadership
 from awa_beat.spec import spec_from_entry
 from awa_beat.store import FireRequest, Store, connect
+from awa_beat.testing import FakeClock as Clock
 
 pytestmark = pytest.mark.integration
 UTC = timezone.utc
 
-
-class Clock:
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 def test_an_unreachable_database_is_a_failed_election_not_a_crash() -> None:

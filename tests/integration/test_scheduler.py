@@ -11,17 +11,11 @@ from celery.schedules import crontab
 
 from awa_beat.celery_scheduler import Scheduler
 from awa_beat.store import connect
+from awa_beat.testing import FakeClock as Clock
 
 pytestmark = pytest.mark.integration
 UTC = timezone.utc
 
-
-class Clock:
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 def make_app(db_url: str, beat_schedule: dict[str, Any], **conf: Any) -> Celery:
