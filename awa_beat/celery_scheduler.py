@@ -35,6 +35,8 @@ logger = logging.getLogger("awa_beat.beat")
 HEARTBEAT_INTERVAL = 5.0
 #: Seconds between two looks for Celery jobs that this process did not fire itself.
 OUTBOX_CHECK_INTERVAL = 5.0
+#: Rows per statement when the leader re-asserts the configuration (every sync interval).
+RESYNC_SLICE = 2000
 #: Seconds between two refreshes of a standby's view of the table.
 STANDBY_REFRESH_INTERVAL = 5.0
 
@@ -98,6 +100,8 @@ class Scheduler(beat.Scheduler):
         self._next_heartbeat = 0.0
         self._next_outbox_check = 0.0
         self._next_standby_refresh = 0.0
+        self._resync: list[list[dict[str, Any]]] = []
+        self._row_cache: list[dict[str, Any]] | None = None
         self._started_at = datetime.now(timezone.utc)
         self._specs: list[Any] = []
         kwargs.pop("max_interval", None)
@@ -148,7 +152,13 @@ class Scheduler(beat.Scheduler):
         try:
             if now >= self._next_sync:
                 self._next_sync = now + self.settings.sync_interval
-                self._sync()  # what it changed, the next refresh picks up
+                # Re-assert the configuration in slices, one per tick, so that a large
+                # schedule never holds up firing; the refresh picks up what changed.
+                rows = self._rows()
+                self._resync = [rows[i:i + RESYNC_SLICE]
+                                for i in range(0, len(rows), RESYNC_SLICE)]
+            if self._resync:
+                self.store.sync(self._resync.pop(), deployment=self.settings.deployment)
             self.engine.run_pass()
             more = self._dispatch(now)
         except StoreError as exc:
@@ -156,7 +166,7 @@ class Scheduler(beat.Scheduler):
         if self._outage:
             logger.info("beat: database reachable again")
             self._outage = False
-        if more:
+        if more or self._resync:
             return 0.0
         # Measured after publishing, so time spent on the broker does not delay fires.
         now = time.monotonic()
@@ -224,13 +234,17 @@ class Scheduler(beat.Scheduler):
 
     def _sync(self, *, startup: bool = False) -> None:
         assert self.store is not None
-        result = self.store.sync([spec.row(self.settings.deployment) for spec in self._specs],
-                                 deployment=self.settings.deployment)
+        result = self.store.sync(self._rows(), deployment=self.settings.deployment)
         if startup or result.inserted or result.updated:
             logger.info("beat: synced %d schedule(s): %d new, %d changed, %d unchanged",
                         len(self._specs), result.inserted, result.updated, result.unchanged)
         if startup:
             self._warn_orphans()
+
+    def _rows(self) -> list[dict[str, Any]]:
+        if self._row_cache is None:
+            self._row_cache = [spec.row(self.settings.deployment) for spec in self._specs]
+        return self._row_cache
 
     def _warn_orphans(self) -> None:
         assert self.store is not None

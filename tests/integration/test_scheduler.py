@@ -128,3 +128,23 @@ def test_orphans_are_reported_not_deleted(db_url: str, caplog) -> None:
     c = connect(db_url)
     assert {r[0] for r in c.execute("SELECT name FROM awa.cron_jobs")} == {"old", "kept"}
     c.close()
+
+
+def test_the_leader_reasserts_the_configuration_in_slices(db_url: str, conn, monkeypatch) -> None:
+    import awa_beat.celery_scheduler as cs
+
+    monkeypatch.setattr(cs, "RESYNC_SLICE", 2)
+    schedule = {f"t{i}": {"task": "t", "schedule": 3600} for i in range(5)}
+    scheduler = Scheduler(app=make_app(db_url, schedule))
+    try:
+        scheduler.tick()
+        assert scheduler.leadership.is_leader
+        conn.execute("DELETE FROM awa.cron_jobs WHERE name IN ('t1', 't4')")
+        conn.execute("UPDATE awa.cron_jobs SET cron_expr = '0 0 1 1 *' WHERE name = 't2'")
+        scheduler._next_sync = 0
+        waits = [scheduler.tick() for _ in range(3)]  # three slices of at most two rows
+        assert waits[:2] == [0.0, 0.0]  # no sleeping while slices remain
+        rows = dict(conn.execute("SELECT name, cron_expr FROM awa.cron_jobs"))
+    finally:
+        scheduler.close()
+    assert rows == {f"t{i}": "0 0 * * * *" for i in range(5)}
