@@ -36,6 +36,7 @@ from kombu import Connection, Producer
 from kombu.common import maybe_declare
 from kombu.serialization import dumps, loads, registry
 
+from .errors import StoreError
 from .store import Store
 
 logger = logging.getLogger("awa_beat.bridge")
@@ -121,6 +122,11 @@ class _Publisher:
                 channel, "confirm_select")
             if self.confirms:
                 channel.confirm_select()
+                # py-amqp polls the socket before every publish to see whether the broker
+                # blocked the connection; a block shows up in the confirm wait anyway.
+                props = conn.connection.client_properties
+                props["capabilities"] = {**props.get("capabilities", {}),
+                                         "connection.blocked": False}
                 channel.events["basic_ack"].add(self._on_ack)
                 channel.events["basic_nack"].add(self._on_nack)
         except Exception:
@@ -147,12 +153,10 @@ class _Publisher:
         self._nacked = True
         self._on_ack(tag, multiple)
 
-    def publish(self, messages: Sequence[Prepared]) -> None:
-        """Publish every message; return only once the broker accepted all of them."""
+    def send(self, messages: Sequence[Prepared]) -> int:
+        """Publish ``messages`` without waiting; returns the mark to pass to :meth:`wait`."""
         self.open()
-        assert self.conn is not None
         channel = self.channel
-        self._nacked = False
         for m in messages:
             for entity in m.declare:
                 if entity not in self._declared:
@@ -164,19 +168,29 @@ class _Publisher:
             if self.confirms:
                 self._tag += 1
                 self._unconfirmed.add(self._tag)
-        if self.confirms:
-            deadline = time.monotonic() + self.confirm_timeout
-            while self._unconfirmed:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise BrokerError(f"the broker did not confirm {len(self._unconfirmed)} "
-                                      f"message(s) within {self.confirm_timeout:g} s")
-                try:
-                    self.conn.drain_events(timeout=min(left, 1.0))
-                except TimeoutError:
-                    continue
-            if self._nacked:
-                raise BrokerError("the broker refused (nacked) messages of the batch")
+        return self._tag
+
+    def wait(self, mark: int) -> None:
+        """Return once the broker confirmed every message sent up to ``mark``."""
+        if not self.confirms:
+            return  # a returned publish was an accepted one
+        assert self.conn is not None
+        deadline = time.monotonic() + self.confirm_timeout
+        while self._unconfirmed and min(self._unconfirmed) <= mark:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise BrokerError(f"the broker did not confirm {len(self._unconfirmed)} "
+                                  f"message(s) within {self.confirm_timeout:g} s")
+            try:
+                self.conn.drain_events(timeout=min(left, 1.0))
+            except TimeoutError:
+                continue
+        if self._nacked:
+            raise BrokerError("the broker refused (nacked) messages")
+
+    def publish(self, messages: Sequence[Prepared]) -> None:
+        """Publish every message; return only once the broker accepted all of them."""
+        self.wait(self.send(messages))
 
 
 class Bridge:
@@ -188,7 +202,7 @@ class Bridge:
         store: Store,
         *,
         deployment: str,
-        batch_size: int = 1000,
+        batch_size: int = 2000,
         retention: timedelta = DEFAULT_RETENTION,
         purge_every: float = 60.0,
         budget: float = 2.0,
@@ -310,41 +324,58 @@ class Bridge:
             return 0
         published = 0
         deadline = time.monotonic() + self.budget
-        while True:
-            jobs = self.store.pending_celery_jobs(self.deployment, self.batch_size)
-            if not jobs:
-                self.pending = False
-                break
-            batch = []
-            for job in jobs:
-                try:
-                    batch.append(self.prepare(job))
-                except Exception as exc:  # a message Celery refuses to build
-                    logger.error("bridge: cannot build the message of job %s (%s): %s; "
-                                 "marked failed", job["id"], job["kind"], exc)
-                    self.store.mark_unpublishable(job["id"], f"{type(exc).__name__}: {exc}")
-            if not batch:
-                continue
-            try:
-                self._publisher.publish(batch)
-            except Exception as exc:  # any broker failure: retry later
-                self._broker_failed(exc, len(jobs))
-                return published
-            self.store.mark_published([m.job_id for m in batch], [m.task_id for m in batch])
-            for m in batch:
-                self._prepared.pop(m.job_id, None)
-            published += len(batch)
-            if self._failures:
-                logger.info("bridge: broker reachable again; publishing the backlog")
-                self._failures = 0
-            if len(jobs) < self.batch_size:
-                self.pending = False
-                break
-            if time.monotonic() >= deadline:
-                break  # let beat fire; the rest follows on the next tick
+        # Pipelined: while the broker confirms one batch, the next is read and built.
+        in_flight: tuple[list[Prepared], int] | None = None
+        try:
+            while True:
+                exclude = [m.job_id for m in in_flight[0]] if in_flight else []
+                jobs = self.store.pending_celery_jobs(self.deployment, self.batch_size,
+                                                      exclude=exclude)
+                batch = self._prepare_batch(jobs)
+                mark = self._publisher.send(batch) if batch else None
+                if in_flight is not None:
+                    published += self._confirmed(*in_flight)
+                    in_flight = None
+                if mark is not None:
+                    in_flight = (batch, mark)
+                if len(jobs) < self.batch_size:
+                    break
+                if time.monotonic() >= deadline:
+                    break  # let beat fire; the rest follows on the next tick
+            if in_flight is not None:
+                published += self._confirmed(*in_flight)
+                in_flight = None
+        except StoreError:
+            raise  # the database's trouble is the beat loop's to report
+        except Exception as exc:  # any broker failure: publish again later
+            self._broker_failed(exc)
+            return published
+        self.pending = len(jobs) >= self.batch_size
+        if self._failures:
+            logger.info("bridge: broker reachable again; published the backlog")
+            self._failures = 0
         return published
 
-    def _broker_failed(self, exc: BaseException, waiting: int) -> None:
+    def _prepare_batch(self, jobs: list[dict[str, Any]]) -> list[Prepared]:
+        batch = []
+        for job in jobs:
+            try:
+                batch.append(self.prepare(job))
+            except Exception as exc:  # a message Celery refuses to build
+                logger.error("bridge: cannot build the message of job %s (%s): %s; "
+                             "marked failed", job["id"], job["kind"], exc)
+                self.store.mark_unpublishable(job["id"], f"{type(exc).__name__}: {exc}")
+        return batch
+
+    def _confirmed(self, batch: list[Prepared], mark: int) -> int:
+        """Wait for the broker to accept ``batch``, then mark it published."""
+        self._publisher.wait(mark)
+        self.store.mark_published([m.job_id for m in batch], [m.task_id for m in batch])
+        for m in batch:
+            self._prepared.pop(m.job_id, None)
+        return len(batch)
+
+    def _broker_failed(self, exc: BaseException) -> None:
         self._publisher.close()
         if self._failures == 0:
             logger.error("bridge: cannot publish to the broker (%s); jobs keep firing into "
@@ -354,7 +385,7 @@ class Bridge:
         self._failures += 1
         delay = min(30.0, 2.0 ** (self._failures - 1))
         self._retry_at = time.monotonic() + delay
-        logger.debug("bridge: %d job(s) waiting; retrying in %.0f s", waiting, delay)
+        logger.debug("bridge: retrying in %.0f s", delay)
 
     def purge(self, *, max_batches: int = 10) -> int:
         """Delete published jobs older than the retention, in bounded batches."""

@@ -356,12 +356,15 @@ class Store:
 
     # -- Celery dispatch bridge ------------------------------------------------------------
 
-    def pending_celery_jobs(self, deployment: str, limit: int) -> list[dict[str, Any]]:
-        """``deployment``'s jobs for Celery not yet accepted by the broker, in fire order."""
+    def pending_celery_jobs(self, deployment: str, limit: int,
+                            exclude: Sequence[int] = ()) -> list[dict[str, Any]]:
+        """``deployment``'s jobs for Celery not yet accepted by the broker, in fire order,
+        leaving out ``exclude`` (a batch sent but not yet confirmed)."""
         with self._conn() as conn, wrap_errors("reading unpublished jobs"):
             cur = conn.cursor(row_factory=dict_row)
             return cur.execute(queries["pending_celery_jobs"],
-                               {"deployment": deployment, "limit": limit}).fetchall()
+                               {"deployment": deployment, "limit": limit,
+                                "exclude": list(exclude)}).fetchall()
 
     def count_pending_celery_jobs(self, deployment: str) -> int:
         with self._conn() as conn, wrap_errors("counting unpublished jobs"):

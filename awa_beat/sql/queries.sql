@@ -247,13 +247,14 @@ SELECT id, kind, queue, args, state::text AS state, metadata, created_at
  LIMIT %(limit)s;
 
 -- pending_celery_jobs --
--- Jobs this deployment's bridge still has to publish, oldest fire first.
+-- Jobs this deployment's bridge still has to publish: manual triggers, then fires
+-- oldest first (the text form sorts in time order).
 SELECT id, kind, args, metadata, created_at
   FROM awa.jobs
  WHERE state = 'available' AND (metadata -> 'celery' ->> 'dispatch') = 'celery'
    AND (metadata -> 'celery' ->> 'deployment') = %(deployment)s
- ORDER BY coalesce(metadata ->> 'cron_fire_time',
-                   to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS+00')), id
+   AND id <> ALL(%(exclude)b::bigint[])
+ ORDER BY (metadata ->> 'cron_fire_time') NULLS FIRST, id
  LIMIT %(limit)s;
 
 -- count_pending_celery_jobs --
