@@ -152,20 +152,24 @@ def list_(database_url: str | None, pattern: str | None, as_json: bool) -> None:
     """Every schedule (PATTERN: a SQL LIKE pattern on the name, e.g. 'report-%')."""
     with open_store(database_url) as store:
         rows = store.schedules(pattern)
+        orphans = set(_orphans(store) or ())
     now = datetime.now(timezone.utc)
-    described = [_describe(row, now) for row in rows]
+    described = [{**_describe(row, now), "orphan": row.name in orphans} for row in rows]
     if as_json:
         click.echo(json.dumps(described, indent=2))
         return
     table = []
     for row, d in zip(rows, described, strict=True):
-        next_fire, _ = _next_fire(row, now)
+        next_fire = datetime.fromisoformat(d["next_fire"]) if d["next_fire"] else None
         paused = f"since {_fmt(row.paused_at)} by {row.paused_by or '?'}" if row.paused_at else ""
+        owner = row.deployment or "(not awa-beat)"
+        if d["orphan"]:
+            owner += " (orphan: not in beat_schedule)"
         table.append([
             row.name, row.cron_expr, row.timezone, row.missed_fire_policy,
             "INVALID: " + d["invalid"] if d["invalid"] else _fmt(next_fire),
             _fmt(next_fire, row.timezone) if next_fire else "",
-            _fmt(row.last_enqueued_at), paused, row.deployment or "(not awa-beat)",
+            _fmt(row.last_enqueued_at), paused, owner,
         ])
     click.echo(_table(["NAME", "SCHEDULE", "TZ", "POLICY", "NEXT FIRE (UTC)", "NEXT (LOCAL)",
                        "CURSOR (UTC)", "PAUSED", "DEPLOYMENT"], table))

@@ -114,7 +114,9 @@ def test_celery_plugin_takes_the_database_from_the_app(url: str, tmp_path) -> No
                              "--json"], capture_output=True, text=True, cwd=tmp_path,
                             env={**os.environ, "PYTHONPATH": str(tmp_path)})
     assert result.returncode == 0, result.stderr
-    assert [r["name"] for r in json.loads(result.stdout)] == ["report"]
+    listed = json.loads(result.stdout)
+    assert [r["name"] for r in listed] == ["report"]
+    assert listed[0]["orphan"] is False  # registered by deployment "proj", not by "plug"
 
 
 def test_doctor_passes_on_a_healthy_database_and_names_each_problem(url: str) -> None:
@@ -149,3 +151,14 @@ def test_status_shows_the_leader_and_standbys(url: str, tmp_path) -> None:
     assert status["unpublished_backlog"] == 0
     text = run("status", "--database-url", url).output
     assert text.startswith("leader: NONE")  # both stopped and said goodbye
+
+
+def test_list_flags_rows_the_apps_beat_schedule_no_longer_has(url: str, tmp_path) -> None:
+    (tmp_path / "projapp.py").write_text(
+        "from celery import Celery\napp = Celery('proj')\n"
+        f"app.conf.awa_beat_database_url = {url!r}\napp.conf.beat_schedule = {{}}\n")
+    result = subprocess.run([sys.executable, "-m", "celery", "-A", "projapp", "awa", "list"],
+                            capture_output=True, text=True, cwd=tmp_path,
+                            env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert result.returncode == 0, result.stderr
+    assert "proj (orphan: not in beat_schedule)" in result.stdout
