@@ -119,6 +119,8 @@ class Scheduler(beat.Scheduler):
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
         """One step of the beat loop; returns seconds until the next step is needed."""
+        if self.store is None:
+            return self.max_interval  # closed (Celery may tick once more on its way out)
         assert self.leadership is not None and self.engine is not None
         now = time.monotonic()
         self._heartbeat(now)

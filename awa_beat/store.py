@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg.rows import dict_row
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from . import schema
 from .config import redact
@@ -211,8 +211,8 @@ class Store:
         try:
             with self._pool.connection() as conn:
                 yield conn
-        except PoolTimeout as exc:
-            # No connection could be had (the database is down or unreachable).
+        except (PoolTimeout, PoolClosed) as exc:
+            # No connection could be had (the database is down, or the store was closed).
             raise StoreError(f"no database connection: {_first_line(exc)}") from exc
 
     # -- schema ----------------------------------------------------------------------

@@ -148,3 +148,11 @@ def test_the_leader_reasserts_the_configuration_in_slices(db_url: str, conn, mon
     finally:
         scheduler.close()
     assert rows == {f"t{i}": "0 0 * * * *" for i in range(5)}
+
+
+def test_a_tick_after_close_does_nothing(db_url: str) -> None:
+    scheduler = Scheduler(app=make_app(db_url, {"t": {"task": "t", "schedule": 5}}))
+    scheduler.tick()
+    scheduler.close()
+    assert scheduler.tick() == scheduler.max_interval
+    scheduler.close()  # idempotent
