@@ -24,7 +24,7 @@ from . import __version__
 from .config import DATABASE_URL_ENV, database_url, redact
 from .cron import load_timezone
 from .errors import AwaBeatError
-from .fire_times import calendar_for, next_fire_after
+from .fire_times import POLICIES, calendar_for, next_fire_after
 from .store import ScheduleRow, Store
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -115,7 +115,7 @@ def _next_fire(row: ScheduleRow, now: datetime) -> tuple[datetime | None, str | 
         calendar = calendar_for(row.cron_expr, row.timezone)
     except AwaBeatError as exc:
         return None, str(exc)
-    if row.missed_fire_policy not in ("coalesce", "catch_up"):
+    if row.missed_fire_policy not in POLICIES:
         return None, f"unknown missed-fire policy {row.missed_fire_policy!r}"
     return next_fire_after(calendar, now), None
 

@@ -31,13 +31,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 
 from .errors import ScheduleError, StoreError
-from .fire_times import Calendar, calendar_for, due_fires, next_fire_after
+from .fire_times import POLICIES, Calendar, calendar_for, due_fires, next_fire_after
 from .store import CronState, FireRequest, FireResult, Store, TableState
 
 logger = logging.getLogger(__name__)
 
 UTC = timezone.utc
-POLICIES = ("coalesce", "catch_up")
 #: How far back each refresh looks past the newest change it saw, for transactions
 #: that took their ``now()`` earlier but committed later.
 REFRESH_OVERLAP = timedelta(seconds=5)

@@ -51,7 +51,8 @@ _MINUTE = timedelta(minutes=1)
 _ORDINAL_1970 = date(1970, 1, 1).toordinal()
 _MAX_EPOCH = (datetime(9999, 12, 31, 23, 59, 59, tzinfo=_UTC) - _EPOCH) // _SECOND
 _EVERY = re.compile(r"@every ([1-9][0-9]*)s")
-_POLICIES = ("coalesce", "catch_up")
+#: Awa's missed-fire policies.
+POLICIES = ("coalesce", "catch_up")
 # chrono's from_local_datetime + croner: a wall time in a gap is moved forward by at most
 # this many seconds; further than that the search fails.
 _GAP_STEPS = 3600
@@ -386,7 +387,7 @@ def due_fires(
 
     Cheap when nothing is due: two calendar steps. Raises ``ValueError`` for another policy.
     """
-    if policy not in _POLICIES:
+    if policy not in POLICIES:
         raise ValueError(f"unknown missed-fire policy {policy!r}; use 'coalesce' or 'catch_up'")
     last = last_enqueued_at
     search_start = last if last is not None else created_at - _MINUTE

@@ -53,9 +53,8 @@ from typing import Any
 
 from .cron import CronExpression, load_timezone
 from .errors import ScheduleError, ValidationError
-from .fire_times import interval_expression
+from .fire_times import POLICIES, interval_expression
 
-POLICIES = ("coalesce", "catch_up")
 #: Keys of ``options["awa_beat"]``.
 AWA_BEAT_OPTION = "awa_beat"
 _AWA_KEYS = {"timezone", "missed_fire_policy", "queue", "priority", "max_attempts", "tags",

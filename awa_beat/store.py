@@ -366,12 +366,6 @@ class Store:
                                {"deployment": deployment, "limit": limit,
                                 "exclude": list(exclude)}).fetchall()
 
-    def count_pending_celery_jobs(self, deployment: str) -> int:
-        with self._conn() as conn, wrap_errors("counting unpublished jobs"):
-            row = conn.execute(queries["count_pending_celery_jobs"],
-                               {"deployment": deployment}).fetchone()
-        return int(row[0]) if row else 0
-
     def mark_published(self, ids: Sequence[int], task_ids: Sequence[str]) -> int:
         with self._conn() as conn, wrap_errors("marking jobs published"):
             cur = conn.execute(queries["mark_published"],

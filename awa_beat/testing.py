@@ -10,11 +10,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import signal
+import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -24,6 +27,20 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from .store import Store
 
 TEST_DATABASE_URL_ENV = "AWA_BEAT_TEST_DATABASE_URL"
+
+
+def terminate(procs: Iterable[subprocess.Popen[Any]], timeout: float = 15.0) -> None:
+    """SIGTERM every process still running, then wait; kill those that do not exit."""
+    procs = list(procs)
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 class FakeClock:

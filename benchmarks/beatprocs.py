@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -19,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+
+from awa_beat.testing import terminate
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -54,14 +55,7 @@ class Beats:
                          for p in sorted(self.logs.glob("beat*.log")))
 
     def stop_all(self) -> None:
-        for proc in self.alive():
-            proc.send_signal(signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        terminate(self.procs, 15)
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str,

@@ -257,11 +257,6 @@ SELECT id, kind, args, metadata, created_at
  ORDER BY (metadata ->> 'cron_fire_time') NULLS FIRST, id
  LIMIT %(limit)s;
 
--- count_pending_celery_jobs --
-SELECT count(*) FROM awa.jobs
- WHERE state = 'available' AND (metadata -> 'celery' ->> 'dispatch') = 'celery'
-   AND (metadata -> 'celery' ->> 'deployment') = %(deployment)s;
-
 -- mark_published --
 -- Only after the broker accepted the messages: the job is done, its task id recorded.
 UPDATE awa.jobs j

@@ -22,6 +22,7 @@ import psycopg
 import pytest
 
 from awa_beat.store import connect
+from awa_beat.testing import terminate
 
 pytestmark = pytest.mark.acceptance
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,14 +68,7 @@ class Beats:
                          for p in sorted(self.tmp.glob("beat*.log")))
 
     def stop_all(self) -> None:
-        for proc in self.alive():
-            proc.send_signal(signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        terminate(self.procs, 10)
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from awa_beat.store import connect
+from awa_beat.testing import terminate
 from tests.brokers import BROKERS, broker_conf
 
 from .test_beat_processes import ROOT, wait_for
@@ -46,15 +47,7 @@ class Processes:
                          for p in sorted(self.tmp.glob("*.log")))
 
     def stop(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        terminate(self.procs, 15)
 
 
 @pytest.fixture(params=BROKERS)
