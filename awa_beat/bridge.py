@@ -27,15 +27,17 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import amqp
 from celery.utils.saferepr import saferepr
 from kombu import Connection, Producer
 from kombu.common import maybe_declare
 from kombu.serialization import dumps, loads, registry
 
+from .amqp_properties import EncodedMessage, HeaderTable
 from .errors import StoreError
 from .store import Store
 
@@ -45,6 +47,8 @@ UTC = timezone.utc
 #: Task ids are uuid5(TASK_ID_NAMESPACE, "<cron_name>@<cron_fire_time>").
 TASK_ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://pypi.org/project/awa-beat/")
 DEFAULT_RETENTION = timedelta(days=7)
+#: Entries in the bridge's cache of (argsrepr, kwargsrepr, body) per args.
+CALL_CACHE_SIZE = 4096
 
 
 #: apply_async options the bridge decides itself: publishing retries are its own, and
@@ -56,9 +60,59 @@ _BRIDGE_OWNED = ("retry", "retry_policy", "task_id", "producer", "connection", "
 def task_id_for(job: dict[str, Any]) -> str:
     """The job's stable Celery task id: the same on every republish."""
     meta = job["metadata"]
-    fire = meta.get("cron_fire_time")
-    key = f"{meta.get('cron_name')}@{fire}" if fire else f"job:{job['id']}"
+    return _task_id(meta.get("cron_name"), meta.get("cron_fire_time"), job["id"])
+
+
+def _task_id(cron_name: str | None, fire_time: str | None, job_id: int) -> str:
+    key = f"{cron_name}@{fire_time}" if fire_time else f"job:{job_id}"
     return str(uuid.uuid5(TASK_ID_NAMESPACE, key))
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the bridge makes of one set of Celery options (parsed once per set)."""
+
+    options: dict[str, Any]
+    """apply_async options, less those the bridge owns and ``expires``."""
+    expires: Any
+    relative_expiry: bool
+    """``expires`` is seconds after the fire."""
+    templatable: bool
+    """Messages with these options can be copied from a template."""
+
+    @classmethod
+    def parse(cls, text: str) -> _Plan:
+        options = json.loads(text) or {}
+        for key in _BRIDGE_OWNED:
+            options.pop(key, None)
+        expires = options.pop("expires", None)
+        relative = isinstance(expires, (int, float)) and not isinstance(expires, bool)
+        return cls(options, expires, relative,
+                   "countdown" not in options and "eta" not in options)
+
+
+def _call(text: str | None) -> tuple[Any, dict[str, Any]]:
+    """(args, kwargs) from a job's args column, as Celery's send_task takes them."""
+    call = json.loads(text) if text else {}
+    if not isinstance(call, dict):
+        call = {}
+    return call.get("args") or (), call.get("kwargs") or {}
+
+
+_PLAIN = (int, float, type(None))
+
+
+def _saferepr(value: Any, maxlen: int, maxlevels: int) -> str:
+    """Celery's ``saferepr``, with a shortcut for the common args: a short flat list of
+    numbers (where it is plain ``repr``), and no kwargs."""
+    if not value and isinstance(value, dict):
+        return "{}"
+    if (isinstance(value, list) and 0 < len(value) <= 32
+            and all(type(v) in _PLAIN for v in value)):
+        text = repr(value)
+        if len(text) < maxlen:
+            return text
+    return saferepr(value, maxlen, maxlevels=maxlevels)
 
 
 @dataclass
@@ -78,6 +132,8 @@ class Prepared:
     declare: list[Any]
     embed: Any = None
     """The decoded body's third part (callbacks, chain, ...), kept to build copies."""
+    table: HeaderTable | None = None
+    """Encodes the headers of this template's copies (AMQP only)."""
 
 
 class _Recorder(Producer):
@@ -106,9 +162,14 @@ class _Publisher:
         self.conn: Connection | None = None
         self.channel: Any = None
         self.confirms = False
+        self.encodes = False
+        """py-amqp channel: the bridge encodes message properties itself."""
         self._declared: set[Any] = set()
         self._tag = 0
-        self._unconfirmed: set[int] = set()
+        self._confirmed = 0
+        """Every delivery tag up to this one is confirmed."""
+        self._confirmed_above: set[int] = set()
+        """Tags above ``_confirmed`` confirmed singly (out of order)."""
         self._nacked = False
 
     def open(self) -> None:
@@ -120,6 +181,7 @@ class _Publisher:
             channel = conn.channel()
             self.confirms = conn.transport.driver_type == "amqp" and hasattr(
                 channel, "confirm_select")
+            self.encodes = isinstance(channel, amqp.Channel)
             if self.confirms:
                 channel.confirm_select()
                 # py-amqp polls the socket before every publish to see whether the broker
@@ -134,8 +196,8 @@ class _Publisher:
             raise
         self.conn, self.channel = conn, channel
         self._declared.clear()
-        self._tag = 0
-        self._unconfirmed.clear()
+        self._tag = self._confirmed = 0
+        self._confirmed_above.clear()
 
     def close(self) -> None:
         if self.conn is not None:
@@ -144,10 +206,19 @@ class _Publisher:
         self.conn = self.channel = None
 
     def _on_ack(self, tag: int, multiple: bool) -> None:
+        # Tags rise one by one on a channel, so "confirmed up to" plus the few acked out
+        # of order is all the state needed; no per-message set to scan.
         if multiple:
-            self._unconfirmed = {t for t in self._unconfirmed if t > tag}
-        else:
-            self._unconfirmed.discard(tag)
+            self._confirmed = max(self._confirmed, tag)
+        elif tag > self._confirmed:
+            self._confirmed_above.add(tag)
+        above = self._confirmed_above
+        if above:
+            while self._confirmed + 1 in above:
+                self._confirmed += 1
+                above.discard(self._confirmed)
+            if min(above, default=tag + 1) <= self._confirmed:
+                self._confirmed_above = {t for t in above if t > self._confirmed}
 
     def _on_nack(self, tag: int, multiple: bool, *args: Any) -> None:
         self._nacked = True
@@ -162,12 +233,19 @@ class _Publisher:
                 if entity not in self._declared:
                     maybe_declare(entity, channel, retry=False)
                     self._declared.add(entity)
-            message = channel.prepare_message(m.body, m.priority, m.content_type,
-                                              m.content_encoding, m.headers, m.properties)
+            if self.encodes and m.table is not None:
+                # py-amqp's channel: the headers a copy shares with its template are
+                # encoded once (what prepare_message builds, with cheaper encoding).
+                message = EncodedMessage(m.body, m.table, priority=m.priority,
+                                         content_type=m.content_type,
+                                         content_encoding=m.content_encoding,
+                                         application_headers=m.headers, **m.properties)
+            else:
+                message = channel.prepare_message(m.body, m.priority, m.content_type,
+                                                  m.content_encoding, m.headers, m.properties)
             channel.basic_publish(message, exchange=m.exchange, routing_key=m.routing_key)
-            if self.confirms:
-                self._tag += 1
-                self._unconfirmed.add(self._tag)
+        if self.confirms:
+            self._tag += len(messages)
         return self._tag
 
     def wait(self, mark: int) -> None:
@@ -176,10 +254,10 @@ class _Publisher:
             return  # a returned publish was an accepted one
         assert self.conn is not None
         deadline = time.monotonic() + self.confirm_timeout
-        while self._unconfirmed and min(self._unconfirmed) <= mark:
+        while self._confirmed < mark:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise BrokerError(f"the broker did not confirm {len(self._unconfirmed)} "
+                raise BrokerError(f"the broker did not confirm {mark - self._confirmed} "
                                   f"message(s) within {self.confirm_timeout:g} s")
             try:
                 self.conn.drain_events(timeout=min(left, 1.0))
@@ -219,7 +297,9 @@ class Bridge:
         self._publisher = _Publisher(app)
         self._recorder: _Recorder | None = None
         self._prepared: dict[int, Prepared] = {}
-        self._templates: dict[Any, Prepared] = {}
+        self._templates: dict[tuple[str, str], Prepared] = {}
+        self._plans: dict[tuple[str, str], _Plan] = {}
+        self._calls: dict[tuple[int, str], tuple[str, str, Any]] = {}
         self._failures = 0
         self._retry_at = 0.0
         self._next_purge = 0.0
@@ -235,6 +315,9 @@ class Bridge:
     def prepare(self, job: dict[str, Any]) -> Prepared:
         """Build the job's message exactly as Celery's beat would send it.
 
+        ``job`` is a row of :meth:`Store.pending_celery_jobs`: its args and Celery options
+        as JSON text, so that they key the caches below without being parsed again.
+
         Celery builds the first message for each task and set of options; the others
         are copies with their own task id, expiry, args and kwargs (body and the
         ``argsrepr``/``kwargsrepr`` headers), the only parts of a Celery message that
@@ -245,42 +328,34 @@ class Bridge:
         cached = self._prepared.get(job["id"])
         if cached is not None:
             return cached
-        meta = job["metadata"]
-        options = dict((meta.get("celery") or {}).get("options") or {})
-        for key in _BRIDGE_OWNED:
-            options.pop(key, None)
-        expires = options.pop("expires", None)
-        if isinstance(expires, (int, float)) and not isinstance(expires, bool):
+        key = (job["kind"], job["options"] or "{}")
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = _Plan.parse(key[1])
+        expires = plan.expires
+        if plan.relative_expiry:
             # Relative to the fire, not to the publish: a late publish does not extend it.
-            fired = _fire_time(meta) or job["created_at"]
-            expires = fired + timedelta(seconds=expires)
-        task_id = task_id_for(job)
-        call = job["args"] if isinstance(job["args"], dict) else {}
-        args, kwargs = call.get("args") or (), call.get("kwargs") or {}
-        key = None
-        if "countdown" not in options and "eta" not in options:
-            key = (job["kind"], _json_key(options), isinstance(expires, datetime))
-        template = self._templates.get(key) if key is not None else None
+            fired = _parse_fire_time(job["cron_fire_time"]) or job["created_at"]
+            expires = fired + timedelta(seconds=plan.expires)
+        task_id = _task_id(job["cron_name"], job["cron_fire_time"], job["id"])
+        template = self._templates.get(key) if plan.templatable else None
         if template is None:
-            prepared = self._build(job["id"], job["kind"], args, kwargs, options, expires,
-                                   task_id)
-            if key is not None and "compression" not in prepared.headers:
+            args, kwargs = _call(job["args"])
+            prepared = self._build(job["id"], job["kind"], args, kwargs, dict(plan.options),
+                                   expires, task_id)
+            if plan.templatable and "compression" not in prepared.headers:
                 self._templates[key] = prepared
         else:
-            prepared = self._copy(template, job["id"], task_id, expires, args, kwargs)
+            prepared = self._copy(template, job["id"], task_id, expires, job["args"] or "{}")
         self._prepared[job["id"]] = prepared
         return prepared
 
     def _copy(self, template: Prepared, job_id: int, task_id: str, expires: Any,
-              args: Any, kwargs: dict[str, Any]) -> Prepared:
+              call: str) -> Prepared:
         """``template`` for another job, set the way Celery sets those fields."""
-        amqp, conf = self.app.amqp, self.app.conf
         headers = dict(template.headers)
         headers["id"] = headers["root_id"] = task_id
-        # task_repr_maxlevels is new in Celery 5.7; older versions use saferepr's default.
-        levels = conf.get("task_repr_maxlevels", 3)
-        headers["argsrepr"] = saferepr(args, amqp.argsrepr_maxsize, maxlevels=levels)
-        headers["kwargsrepr"] = saferepr(kwargs, amqp.kwargsrepr_maxsize, maxlevels=levels)
+        headers["argsrepr"], headers["kwargsrepr"], body = self._call_parts(template, call)
         properties = dict(template.properties)
         properties["correlation_id"] = task_id
         if isinstance(expires, datetime):
@@ -288,13 +363,34 @@ class Bridge:
             # Celery turns the expiry into the message's TTL, counted from the send.
             left = max(0.0, (expires - datetime.now(UTC)).total_seconds())
             properties["expiration"] = str(int(left * 1000))
+        if template.table is None:
+            template.table = HeaderTable(template.headers)
+        return Prepared(job_id, task_id, body, template.priority, template.content_type,
+                        template.content_encoding, headers, properties, template.routing_key,
+                        template.exchange, template.declare, template.embed, template.table)
+
+    def _call_parts(self, template: Prepared, call: str) -> tuple[str, str, Any]:
+        """argsrepr, kwargsrepr and body for the JSON ``call``, cached: a schedule sends
+        the same args every time it fires."""
+        key = (id(template), call)
+        parts = self._calls.get(key)
+        if parts is not None:
+            return parts
+        args, kwargs = _call(call)
+        amqp, conf = self.app.amqp, self.app.conf
+        # task_repr_maxlevels is new in Celery 5.7; older versions use saferepr's default.
+        levels = conf.get("task_repr_maxlevels", 3)
         if template.embed is None:
             template.embed = loads(template.body, template.content_type,
                                    template.content_encoding)[2]
         _, _, body = dumps((args, kwargs, template.embed),
                            serializer=registry.type_to_name[template.content_type])
-        return replace(template, job_id=job_id, task_id=task_id, body=body, headers=headers,
-                       properties=properties)
+        parts = (_saferepr(args, amqp.argsrepr_maxsize, levels),
+                 _saferepr(kwargs, amqp.kwargsrepr_maxsize, levels), body)
+        if len(self._calls) >= CALL_CACHE_SIZE:
+            self._calls.clear()
+        self._calls[key] = parts
+        return parts
 
     def _build(self, job_id: int, kind: str, args: Any, kwargs: dict[str, Any],
                options: dict[str, Any], expires: Any, task_id: str) -> Prepared:
@@ -326,11 +422,13 @@ class Bridge:
         deadline = time.monotonic() + self.budget
         # Pipelined: while the broker confirms one batch, the next is read and built.
         in_flight: tuple[list[Prepared], int] | None = None
+        after = ("", 0)
         try:
             while True:
-                exclude = [m.job_id for m in in_flight[0]] if in_flight else []
                 jobs = self.store.pending_celery_jobs(self.deployment, self.batch_size,
-                                                      exclude=exclude)
+                                                      after=after)
+                if jobs:
+                    after = (jobs[-1]["fire_key"], jobs[-1]["id"])
                 batch = self._prepare_batch(jobs)
                 mark = self._publisher.send(batch) if batch else None
                 if in_flight is not None:
@@ -402,12 +500,7 @@ class Bridge:
         return removed
 
 
-def _json_key(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
-def _fire_time(meta: dict[str, Any]) -> datetime | None:
-    text = meta.get("cron_fire_time")
+def _parse_fire_time(text: str | None) -> datetime | None:
     if not text:
         return None
     # Awa's text form: "YYYY-MM-DD HH:MM:SS+00".

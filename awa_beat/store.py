@@ -357,14 +357,15 @@ class Store:
     # -- Celery dispatch bridge ------------------------------------------------------------
 
     def pending_celery_jobs(self, deployment: str, limit: int,
-                            exclude: Sequence[int] = ()) -> list[dict[str, Any]]:
+                            after: tuple[str, int] = ("", 0)) -> list[dict[str, Any]]:
         """``deployment``'s jobs for Celery not yet accepted by the broker, in fire order,
-        leaving out ``exclude`` (a batch sent but not yet confirmed)."""
+        from the key after ``after``: the ``(fire_key, id)`` of the last job of the
+        previous page."""
         with self._conn() as conn, wrap_errors("reading unpublished jobs"):
             cur = conn.cursor(row_factory=dict_row)
             return cur.execute(queries["pending_celery_jobs"],
                                {"deployment": deployment, "limit": limit,
-                                "exclude": list(exclude)}).fetchall()
+                                "after_fire": after[0], "after_id": after[1]}).fetchall()
 
     def mark_published(self, ids: Sequence[int], task_ids: Sequence[str]) -> int:
         with self._conn() as conn, wrap_errors("marking jobs published"):

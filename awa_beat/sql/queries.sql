@@ -248,13 +248,17 @@ SELECT id, kind, queue, args, state::text AS state, metadata, created_at
 
 -- pending_celery_jobs --
 -- Jobs this deployment's bridge still has to publish: manual triggers, then fires
--- oldest first (the text form sorts in time order).
-SELECT id, kind, args, metadata, created_at
+-- oldest first (the text form sorts in time order), from the key after
+-- (%(after_fire)s, %(after_id)s): ('', 0) for the first page. Args and options come as
+-- JSON text: the bridge parses each distinct one once.
+SELECT id, kind, args::text AS args, (metadata -> 'celery' -> 'options')::text AS options,
+       metadata ->> 'cron_name' AS cron_name, metadata ->> 'cron_fire_time' AS cron_fire_time,
+       created_at, coalesce(metadata ->> 'cron_fire_time', '') AS fire_key
   FROM awa.jobs
  WHERE state = 'available' AND (metadata -> 'celery' ->> 'dispatch') = 'celery'
    AND (metadata -> 'celery' ->> 'deployment') = %(deployment)s
-   AND id <> ALL(%(exclude)b::bigint[])
- ORDER BY (metadata ->> 'cron_fire_time') NULLS FIRST, id
+   AND (coalesce(metadata ->> 'cron_fire_time', ''), id) > (%(after_fire)s::text, %(after_id)s::bigint)
+ ORDER BY coalesce(metadata ->> 'cron_fire_time', ''), id
  LIMIT %(limit)s;
 
 -- mark_published --
