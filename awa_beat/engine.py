@@ -10,9 +10,11 @@ heap, so a pass costs nothing per schedule that is not due:
 * Refreshing reads only rows whose ``updated_at`` moved (pauses, resumes, edits and
   fires by anyone bump it), plus a fingerprint of the whole table (count and a hash of
   the names) that reveals inserts and deletes; when the fingerprint differs from what
-  we hold, everything is re-read. The lookback overlaps by a few seconds, so a
-  transaction that committed late is still seen; the periodic full reload (each sync)
-  catches anything slower than that.
+  we hold, everything is re-read. The lookback overlaps the last read by a few seconds,
+  so a transaction that took its ``now()`` before that read but committed after it is
+  still seen; rows the last read already returned are left out by the server (their
+  writers ended before its snapshot), so an idle refresh returns nothing. A full
+  reload every few minutes catches any change committed later than the overlap.
 * Firing follows Awa's evaluator to the second (:func:`~awa_beat.fire_times.due_fires`):
   ``coalesce`` fires the latest missed fire, ``catch_up`` every missed fire in order,
   at most ``catch_up_limit`` per schedule per pass, the rest on the next passes.
@@ -37,9 +39,11 @@ from .store import CronState, FireRequest, FireResult, Store, TableState
 logger = logging.getLogger(__name__)
 
 UTC = timezone.utc
-#: How far back each refresh looks past the newest change it saw, for transactions
-#: that took their ``now()`` earlier but committed later.
-REFRESH_OVERLAP = timedelta(seconds=5)
+#: How far back each refresh looks before the last read, for transactions that took
+#: their ``now()`` before it but committed after it.
+REFRESH_OVERLAP = timedelta(seconds=10)
+#: Seconds between two full reloads, the backstop for commits later than the overlap.
+FULL_RELOAD_INTERVAL = 300.0
 #: Delay before retrying a schedule whose fire raised a database error (Awa: 1 s).
 RETRY_DELAY = 1.0
 
@@ -88,6 +92,7 @@ class Engine:
         self._state: TableState | None = None
         self._since = datetime.min.replace(tzinfo=UTC)
         self._next_refresh = 0.0
+        self._next_full_load = 0.0
         self._reported: dict[str, tuple[datetime, str]] = {}
         self.last_lag: float | None = None
         """Seconds between the latest fire time of the last firing pass and its start."""
@@ -95,20 +100,25 @@ class Engine:
     # -- loading -----------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Read every row afresh (at start, on a fingerprint change, at each sync)."""
+        """Read every row afresh (at start, on a fingerprint change, every
+        FULL_RELOAD_INTERVAL); rows that did not change keep their place."""
         state, rows = self.store.cron_states()
-        self._entries.clear()
-        self._heap.clear()
         self._apply(rows)
+        if len(self._entries) > len(rows):
+            present = {row.name for row in rows}
+            for name in [n for n in self._entries if n not in present]:
+                del self._entries[name]  # its heap item goes stale and is dropped
         self._adopt_state(state)
-        self._next_refresh = self._now_epoch() + self.refresh_interval
+        now = self._now_epoch()
+        self._next_refresh = now + self.refresh_interval
+        self._next_full_load = now + FULL_RELOAD_INTERVAL
 
     def refresh(self) -> None:
         """Pick up what others changed since the last refresh (one query)."""
-        if self._state is None:
+        if self._state is None or self._now_epoch() >= self._next_full_load:
             self.load()
             return
-        state, rows = self.store.changes(self._since)
+        state, rows = self.store.changes(self._since, self._state.xmin)
         if (state.total, state.fingerprint) != (len(self._entries), self._state.fingerprint):
             self.load()  # rows were inserted or deleted
             return
@@ -258,7 +268,7 @@ class Engine:
 
     def _after_fire(self, requests: list[FireRequest], result: FireResult,
                     now_epoch: float) -> None:
-        fired = result.fired_names()
+        fired = {job.name: job.updated_at for job in result.jobs}
         lost = []
         for request in requests:
             entry = self._entries[request.name]
@@ -267,7 +277,9 @@ class Engine:
                     logger.warning("beat: schedule %r hit the catch-up limit of %s fires in one "
                                    "pass; the rest follow in the next passes",
                                    request.name, self.catch_up_limit)
-                entry.row = replace(entry.row, last_enqueued_at=request.fire_times[-1])
+                # As the row now reads, so that the next refresh finds nothing new in it.
+                entry.row = replace(entry.row, last_enqueued_at=request.fire_times[-1],
+                                    updated_at=fired[request.name] or entry.row.updated_at)
                 self._schedule(entry)
             elif request.name in result.failed:
                 self._report_failed(entry.row, result.failed[request.name])

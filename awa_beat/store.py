@@ -116,6 +116,8 @@ class FiredJob:
     name: str
     fire_time: str
     """As stored in the job's metadata: ``YYYY-MM-DD HH:MM:SS+00``."""
+    updated_at: datetime | None = None
+    """The schedule row's ``updated_at`` after the fire."""
 
 
 @dataclass
@@ -123,9 +125,6 @@ class FireResult:
     jobs: list[FiredJob] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     """Schedules whose fire raised a database error, with the error's first line."""
-
-    def fired_names(self) -> set[str]:
-        return {job.name for job in self.jobs}
 
 
 @dataclass(frozen=True)
@@ -136,6 +135,8 @@ class TableState:
     fingerprint: int
     db_now: datetime
     """The server's clock when it was read."""
+    xmin: int | None = None
+    """The xmin of the read's snapshot: every transaction below it had ended."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,12 +253,12 @@ class Store:
         """Every row (the evaluator's columns) and the table's fingerprint, one snapshot."""
         with self._conn() as conn, wrap_errors("reading schedules"), conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            total, fingerprint, db_now = conn.execute(queries["table_fingerprint"]).fetchone()
+            state = TableState(*conn.execute(queries["table_fingerprint"]).fetchone())
             # A server-side cursor, so 100,000 rows never sit in memory twice at once.
             with conn.cursor(name="awa_beat_cron_states") as cur:
                 cur.itersize = 5000
                 rows = [CronState(*r) for r in cur.execute(queries["cron_states"])]
-        return TableState(total, fingerprint, db_now), rows
+        return state, rows
 
     def cron_states_by_name(self, names: Sequence[str]) -> list[CronState]:
         """The rows that still exist among ``names``."""
@@ -265,13 +266,17 @@ class Store:
             return [CronState(*r) for r in conn.execute(queries["cron_states_by_name"],
                                                         {"names": list(names)})]
 
-    def changes(self, since: datetime) -> tuple[TableState, list[CronState]]:
-        """The table's fingerprint and the rows whose ``updated_at`` is after ``since``."""
+    def changes(self, since: datetime, seen_xmin: int | None = None
+                ) -> tuple[TableState, list[CronState]]:
+        """The table's fingerprint and the rows whose ``updated_at`` is after ``since``,
+        less those written by transactions below ``seen_xmin`` (the ``xmin`` of an
+        earlier read's :class:`TableState`, which returned them)."""
         with self._conn() as conn, wrap_errors("reading schedule changes"):
-            records = conn.execute(queries["changed_schedules"], {"since": since}).fetchall()
-        total, fingerprint, db_now = records[0][:3]
-        rows = [CronState(*r[3:]) for r in records if r[3] is not None]
-        return TableState(total, fingerprint, db_now), rows
+            records = conn.execute(queries["changed_schedules"],
+                                   {"since": since, "seen_xmin": seen_xmin}).fetchall()
+        state = TableState(*records[0][:4])
+        rows = [CronState(*r[4:]) for r in records if r[4] is not None]
+        return state, rows
 
     def owned_names(self, deployment: str) -> list[str]:
         """Names that ``deployment`` registered (to spot rows its config no longer has)."""
@@ -441,7 +446,8 @@ class Store:
     def _fire_batch(self, requests: Sequence[FireRequest]) -> list[FiredJob]:
         with self._conn() as conn:
             rows = conn.execute(fire_query(self.awa_owned), fire_params(requests)).fetchall()
-        return [FiredJob(int(job_id), name, fire_time) for job_id, name, fire_time in rows]
+        return [FiredJob(int(job_id), name, fire_time, updated_at)
+                for job_id, name, fire_time, updated_at in rows]
 
 
 def sync_params(rows: Sequence[dict[str, Any]], deployment: str) -> dict[str, Any]:

@@ -87,6 +87,7 @@ SELECT count(*) FILTER (WHERE inserted) AS inserted,
 -- inserts one job per fire. A schedule whose CAS fails gets no job and no cursor
 -- move; the others still fire. Rows whose values Awa's job limits would reject are
 -- left alone (no job, no cursor move, as Awa does) instead of failing the batch.
+-- Each job comes back with the updated_at its schedule now has (the statement's now()).
 WITH due AS (
     SELECT * FROM unnest(%(names)b::text[], %(expected)b::timestamptz[],
                          %(cursors)b::timestamptz[]) AS d(name, expected, cursor)
@@ -110,7 +111,8 @@ SELECT m.kind, m.queue, m.args, 'available', m.priority, m.max_attempts,
        m.tags
   FROM mark m JOIN fires f ON f.name = m.name
  ORDER BY f.fire_time, f.ord
-RETURNING id, metadata ->> 'cron_name' AS name, metadata ->> 'cron_fire_time' AS fire_time;
+RETURNING id, metadata ->> 'cron_name' AS name, metadata ->> 'cron_fire_time' AS fire_time,
+          now() AS updated_at;
 
 -- fire_batch_awa --
 -- The same atomic batched fire on a database migrated by Awa, where awa.jobs is a
@@ -135,7 +137,7 @@ WITH due AS (
     SELECT m.*, f.fire_time, f.ord FROM mark m JOIN fires f ON f.name = m.name
      ORDER BY f.fire_time, f.ord
 )
-SELECT j.id, o.name, j.metadata ->> 'cron_fire_time' AS fire_time
+SELECT j.id, o.name, j.metadata ->> 'cron_fire_time' AS fire_time, now() AS updated_at
   FROM ordered o CROSS JOIN LATERAL awa.insert_job_compat(
        o.kind, o.queue, o.args, 'available'::awa.job_state, o.priority, o.max_attempts, NULL,
        o.metadata || jsonb_build_object('cron_name', o.name, 'cron_fire_time', o.fire_time::text),
@@ -198,19 +200,31 @@ SELECT id, kind, queue, args, state::text AS state, priority, max_attempts, meta
 
 -- changed_schedules --
 -- The evaluator's one query per pass: a fingerprint of the whole table (row count and
--- a hash of the names, so any insert or delete shows), the server's clock, and the rows
--- changed since %(since)s, with only the columns the evaluator needs. Pauses, resumes,
--- edits and fires all bump updated_at.
-WITH stats AS (
+-- a hash of the names, so any insert or delete shows), the server's clock, the xmin of
+-- this statement's snapshot, and the rows changed since %(since)s, with only the
+-- columns the evaluator needs. Pauses, resumes, edits and fires all bump updated_at.
+-- The lookback overlaps the last read, for transactions that took now() before it and
+-- committed after; a row written by a transaction older than the last read's snapshot
+-- xmin (%(seen_xmin)s) had committed before that read, which returned it, so it is left
+-- out. The row's 32-bit xmin is widened against this snapshot's xmax: a row changed
+-- since %(since)s is seconds old, far inside the 2^31 transactions that makes exact.
+WITH snap AS (
+    SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin,
+           pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax
+), stats AS (
     SELECT count(*) AS total, coalesce(sum(hashtext(name)::bigint), 0) AS fingerprint,
            statement_timestamp() AS db_now
       FROM awa.cron_jobs
 )
-SELECT s.total, s.fingerprint, s.db_now,
+SELECT s.total, s.fingerprint, s.db_now, snap.xmin,
        c.name, c.cron_expr, c.timezone, c.missed_fire_policy, c.last_enqueued_at,
        c.created_at, c.updated_at, c.paused_at
-  FROM stats s
-  LEFT JOIN awa.cron_jobs c ON c.updated_at > %(since)s;
+  FROM stats s CROSS JOIN snap
+  LEFT JOIN awa.cron_jobs c
+    ON c.updated_at > %(since)s
+   AND (%(seen_xmin)s::bigint IS NULL
+        OR snap.xmax - (snap.xmax - c.xmin::text::bigint) %% 4294967296
+           >= %(seen_xmin)s::bigint);
 
 -- cron_states --
 -- Every row, with only the columns the evaluator needs (it holds them all in memory).
@@ -225,8 +239,10 @@ SELECT name, cron_expr, timezone, missed_fire_policy, last_enqueued_at, created_
  WHERE name = ANY(%(names)s);
 
 -- table_fingerprint --
+-- With the xmin of the snapshot (the caller reads every row in the same one).
 SELECT count(*) AS total, coalesce(sum(hashtext(name)::bigint), 0) AS fingerprint,
-       statement_timestamp() AS db_now
+       statement_timestamp() AS db_now,
+       pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin
   FROM awa.cron_jobs;
 
 -- get_schedules --

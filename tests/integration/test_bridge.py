@@ -152,6 +152,32 @@ def test_backlog_is_published_in_fire_order(app: Celery, standalone: Store) -> N
         assert [tid for _, tid in by_fire] == expected  # fire order, then schedule order
 
 
+def test_manual_triggers_go_first_and_pages_miss_nothing(app: Celery,
+                                                         standalone: Store) -> None:
+    queue = app.conf.task_default_queue
+    register(standalone, app, {f"s{i}": {"task": "t.x", "schedule": 60, "args": [i],
+                                         "options": {"queue": queue}} for i in range(4)})
+    fire(standalone, [f"s{i}" for i in range(4)], minutes=2)
+    triggered = [standalone.trigger("s3"), standalone.trigger("s0")]
+    bridge = Bridge(app, standalone, deployment="bt", batch_size=3)  # pages end mid-fire
+    assert bridge.drain() == 10
+    bridge.close()
+    messages = consume(app, queue, 10)
+    c = connect(standalone.conninfo)
+    task_ids = dict(c.execute("SELECT id, metadata ->> 'celery_task_id' FROM awa.jobs"))
+    left = c.execute("SELECT count(*) FROM awa.jobs WHERE state = 'available'").fetchone()[0]
+    c.close()
+    assert left == 0
+    ids = [m.headers["id"] for m in messages]
+    assert len(set(ids)) == 10
+    if app.broker_kind != "filesystem":  # type: ignore[attr-defined]
+        assert ids[:2] == [task_ids[j] for j in triggered]  # no fire time: first, by id
+        scheduled = [task_id_for({"id": 0, "metadata": {"cron_name": f"s{i}",
+                                                        "cron_fire_time": fire_text(m)}})
+                     for m in (1, 2) for i in range(4)]
+        assert ids[2:] == scheduled
+
+
 def test_jobs_of_other_deployments_and_awa_dispatch_are_left_alone(app: Celery,
                                                                    standalone: Store) -> None:
     register(standalone, app, {"mine": {"task": "t.x", "schedule": 60}}, deployment="bt")

@@ -170,3 +170,43 @@ def test_a_new_awa_row_with_no_cursor_follows_awas_first_fire_rule(store: Store,
                  " VALUES ('fresh', '0 9 * * *', 'k', %s)", (created,))
     Engine(store, clock=Clock(datetime(2026, 3, 2, 9, 5, tzinfo=UTC))).run_pass()
     assert fired(conn, "fresh") == ["2026-03-02 09:00:00+00"]
+
+
+def test_a_refresh_returns_only_what_the_last_read_has_not_seen(store: Store, conn) -> None:
+    add(store, conn, "a", "0 0 1 1 *", T0)
+    add(store, conn, "b", "0 0 1 1 *", T0)
+    state, _ = store.cron_states()
+    since = state.db_now - timedelta(seconds=30)  # both rows changed inside the lookback
+    assert {r.name for r in store.changes(since)[1]} == {"a", "b"}
+    assert store.changes(since, state.xmin)[1] == []  # but the last read returned them
+    conn.execute("UPDATE awa.cron_jobs SET paused_at = now(), updated_at = now()"
+                 " WHERE name = 'a'")
+    later, rows = store.changes(since, state.xmin)
+    assert [(r.name, r.paused_at is not None) for r in rows] == [("a", True)]
+    assert store.changes(since, later.xmin)[1] == []
+
+
+def test_a_change_committed_after_a_read_it_began_before_is_seen(store: Store, conn,
+                                                                 db_url: str) -> None:
+    add(store, conn, "a", "0 0 1 1 *", T0)
+    state, _ = store.cron_states()
+    since = state.db_now - timedelta(seconds=30)
+    with psycopg.connect(db_url) as writer:  # one transaction, open across the next read
+        writer.execute("SAVEPOINT s")  # in a subtransaction: the subtle case for xmin
+        writer.execute("UPDATE awa.cron_jobs SET cron_expr = '* * * * *', updated_at = now()"
+                       " WHERE name = 'a'")
+        writer.execute("RELEASE SAVEPOINT s")
+        during, rows = store.changes(since, state.xmin)
+        assert rows == []  # not committed yet
+        writer.commit()
+    _, rows = store.changes(since, during.xmin)
+    assert [r.cron_expr for r in rows] == ["* * * * *"]
+
+
+def test_after_a_fire_the_engine_holds_the_row_as_stored(store: Store, conn) -> None:
+    add(store, conn, "a", "* * * * *", T0)
+    engine = Engine(store, clock=Clock(T0 + timedelta(minutes=1)))
+    engine.run_pass()
+    assert fired(conn, "a") == ["2026-03-02 12:01:00+00"]
+    # So the refresh that returns the fired row finds nothing to recompute in it.
+    assert engine.rows() == store.cron_states_by_name(["a"])
