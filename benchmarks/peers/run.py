@@ -36,8 +36,10 @@ second, starts a replacement, and times until the next message of the every-seco
 entry is on the broker.
 
 Beside them, "the limit this machine allows", in the same harness: one
-``INSERT ... SELECT`` of N rows into a plain table, and a raw kombu publish loop of N
-persistent messages (time until all N are in the queue). The table goes to stdout and
+``INSERT ... SELECT`` of N rows into a plain table, and raw kombu publish loops of N
+persistent messages, unconfirmed (time until all N are in the queue): a small message,
+and the message Celery's beat sends (same headers, each with its own id and args). The
+row "awa-beat / limit" divides awa-beat's burst by SQL + kombu. The table goes to stdout and
 to benchmarks/peers/results.md.
 """
 
@@ -72,6 +74,9 @@ sys.path.insert(0, str(ROOT))
 from awa_beat.testing import TempDatabases, server_url  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+# Nanosecond CPU time per thread where the kernel keeps it; else 10 ms ticks.
+SCHEDSTAT = Path("/proc/self/schedstat").exists() and int(
+    Path("/proc/self/schedstat").read_text().split()[0]) > 0
 PEERS = {
     "awa": ("awa-beat", "awa_beat.Scheduler"),
     "persistent": ("PersistentScheduler", "celery.beat:PersistentScheduler"),
@@ -83,7 +88,16 @@ PEERS = {
 # -- helpers ---------------------------------------------------------------------------------------
 
 def cpu_seconds(pid: int) -> float:
-    """utime + stime of the process, every thread (10 ms ticks: schedstat is off here)."""
+    """CPU seconds of the process so far: every live thread's run time from schedstat
+    (nanoseconds), or utime + stime in 10 ms ticks where schedstat is off."""
+    if SCHEDSTAT:
+        total = 0
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                total += int((task / "schedstat").read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue  # the thread ended meanwhile
+        return total / 1e9
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
@@ -285,7 +299,7 @@ def run_burst(env: Env, peer: str, n: int, margin: float) -> dict[str, Any]:
     return {
         "retry": False, "prepare": prepare_s, "startup": startup,
         "idle_cpu_min": idle_per_min, "idle_window": idle_to - idle_from,
-        "idle_cpu_min_res": 60 / CLK_TCK / (idle_to - idle_from),
+        "idle_cpu_min_res": (0.0 if SCHEDSTAT else 60 / CLK_TCK) / (idle_to - idle_from),
         "all": points[-1][0] if count >= n else float("nan"), "count": count,
         "p50": lag_at(points, math.ceil(n * 0.5)), "p99": lag_at(points, math.ceil(n * 0.99)),
         "cpu_fire_ms": (cpu_end - cpu_mid) / max(count, 1) * 1000, "rss": rss,
@@ -362,18 +376,47 @@ def sql_limit(env: Env, n: int) -> float:
 
 
 def kombu_limit(env: Env, n: int) -> dict[str, float]:
-    name = f"peers-limit-{n}-{uuid.uuid4().hex[:6]}"
-    queue = env.broker.declare(name)
-    with Connection(env.args.broker) as conn:
-        producer = Producer(conn.channel(), exchange=queue.exchange, routing_key=name)
-        start = time.time()
-        for i in range(n):
-            producer.publish({"args": [i], "kwargs": {}}, serializer="json",
-                             delivery_mode=2, headers={"task": "peers.tick"})
-        points = env.broker.curve(name, n, start, 120)
-    env.broker.delete_all()
-    return {"all": points[-1][0], "p50": lag_at(points, math.ceil(n * 0.5)),
-            "p99": lag_at(points, math.ceil(n * 0.99))}
+    """Raw kombu publish loops of N persistent messages, unconfirmed: a small message,
+    and the message Celery's beat sends for ``peers.tick`` (the same headers and body
+    shape), each with its own task id and args."""
+    from celery import Celery
+
+    from awa_beat.bridge import _Recorder
+    out: dict[str, float] = {}
+    app = Celery("limit", set_as_current=False)
+    app.conf.update(broker_url=env.args.broker, result_expires=None)
+    recorder = _Recorder(app.connection_for_write(), auto_declare=False)
+    app.send_task("peers.tick", [0], {}, producer=recorder, retry=False,
+                  headers={"celery_beat_task": True})
+    assert recorder.recorded is not None
+    body, _, ctype, cenc, headers, props, *_ = recorder.recorded
+    recorder.connection.release()
+    embed = json.loads(body)[2]
+    for kind in ("small", "celery"):
+        name = f"peers-limit-{n}-{kind}-{uuid.uuid4().hex[:6]}"
+        queue = env.broker.declare(name)
+        with Connection(env.args.broker) as conn:
+            producer = Producer(conn.channel(), exchange=queue.exchange, routing_key=name)
+            start = time.time()
+            if kind == "small":
+                for i in range(n):
+                    producer.publish({"args": [i], "kwargs": {}}, serializer="json",
+                                     delivery_mode=2, headers={"task": "peers.tick"})
+            else:
+                for i in range(n):
+                    task_id = str(uuid.uuid4())
+                    h = dict(headers, id=task_id, root_id=task_id, argsrepr=f"[{i}]")
+                    producer.publish(json.dumps([[i], {}, embed]),
+                                     content_type=ctype, content_encoding=cenc, headers=h,
+                                     delivery_mode=2, correlation_id=task_id,
+                                     priority=props.get("priority"))
+            points = env.broker.curve(name, n, start, 120)
+        suffix = "" if kind == "small" else "_celery"
+        out["all" + suffix] = points[-1][0]
+        out["p50" + suffix] = lag_at(points, math.ceil(n * 0.5))
+        out["p99" + suffix] = lag_at(points, math.ceil(n * 0.99))
+        env.broker.delete_all()
+    return out
 
 
 # -- failover --------------------------------------------------------------------------------------
@@ -488,7 +531,7 @@ def report(args: argparse.Namespace, peers: list[str], sizes: list[int],
                     row.append("not run")
                     continue
                 value = r.get(key)
-                if key == "idle_cpu_min" and value == 0:
+                if key == "idle_cpu_min" and value == 0 and r["idle_cpu_min_res"]:
                     row.append(f"< {r['idle_cpu_min_res']:.2f} s (0 ticks)")
                     continue
                 if key == "steady_fired":
@@ -500,14 +543,29 @@ def report(args: argparse.Namespace, peers: list[str], sizes: list[int],
                     continue
                 row.append(fmt(value, unit) if p == "awa" else cell(value, unit, ref))
             lim = limits.get(n, {})
+            nan = float("nan")
             if key == "all":
-                row.append(f"SQL {fmt(lim.get('sql', float('nan')), 's')};"
-                           f" kombu {fmt(lim.get('all', float('nan')), 's')}")
+                row.append(f"SQL {fmt(lim.get('sql', nan), 's')}; kombu"
+                           f" {fmt(lim.get('all', nan), 's')} (small message),"
+                           f" {fmt(lim.get('all_celery', nan), 's')} (Celery's message)")
             elif key in ("p50", "p99"):
-                row.append(f"kombu {fmt(lim.get(key, float('nan')), 's')}")
+                row.append(f"kombu {fmt(lim.get(key, nan), 's')} (small),"
+                           f" {fmt(lim.get(key + '_celery', nan), 's')} (Celery's)")
             else:
                 row.append("")
             lines.append("| " + " | ".join(row) + " |")
+        if key == "all" and "awa" in peers:
+            # How far awa-beat is from what this machine allows: the SQL statement plus
+            # the publish loop, both needed for each fire.
+            for kind, suffix in (("small message", ""), ("Celery's message", "_celery")):
+                row = [f"burst: awa-beat / limit (SQL + kombu, {kind})", ""]
+                for n in sizes:
+                    awa = results.get(("awa", n), {}).get("all", float("nan"))
+                    lim = limits.get(n, {})
+                    floor = lim.get("sql", float("nan")) + lim.get("all" + suffix, float("nan"))
+                    row.append(f"N = {n:,}: x{awa / floor:.1f}" if floor > 0 else "-")
+                lines.append("| " + " | ".join(row + [""] * (len(head) + 1 - len(row)))
+                             + " |")
     for key, label in (("p50", "failover: kill to next fire p50"),
                        ("p99", "failover: kill to next fire p99"),
                        ("max", "failover: kill to next fire max")):
