@@ -710,12 +710,5 @@ def _whoami() -> str:
     return f"{getpass.getuser()}@{socket.gethostname()}"
 
 
-#: ``celery -A proj awa ...``: the same commands, with the app's configuration
-#: supplying the database URL (registered under the ``celery.commands`` entry point).
-celery_command = click.Group(
-    "awa", commands=dict(main.commands),
-    help="awa-beat's operator commands, configured by the Celery app (-A).")
-
-
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -119,6 +119,19 @@ def test_celery_plugin_takes_the_database_from_the_app(url: str, tmp_path) -> No
     assert listed[0]["orphan"] is False  # registered by deployment "proj", not by "plug"
 
 
+def test_the_celery_plugin_costs_other_celery_commands_no_imports() -> None:
+    # Celery loads every celery.commands entry point on each start of any celery command.
+    probe = ("from importlib.metadata import entry_points\n"
+             "import sys\n"
+             "[plugin] = [ep for ep in entry_points(group='celery.commands') if ep.name == 'awa']\n"
+             "plugin.load()\n"
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in"
+             " ('psycopg', 'psycopg_pool', 'awa_beat')))\n")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "['awa_beat', 'awa_beat.celery_command']"
+
+
 def test_doctor_passes_on_a_healthy_database_and_names_each_problem(url: str) -> None:
     healthy = run("doctor", "--database-url", url)
     assert healthy.exit_code == 0, healthy.output

@@ -16,7 +16,8 @@ from celery.beat import PersistentScheduler
 from celery.schedules import crontab
 from click.testing import CliRunner
 
-from awa_beat.cli import celery_command, main
+from awa_beat.celery_command import command as celery_command
+from awa_beat.cli import main
 from awa_beat.engine import Engine
 from awa_beat.store import Store, connect
 from awa_beat.testing import TempDatabases
@@ -352,7 +353,7 @@ def test_from_an_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, db_url: st
     assert rows["every-5m"]["missed_fire_policy"] == "catch_up"
     # No last run known: the cursor is now, as a normal sync.
     assert all(before <= r["last_enqueued_at"] <= datetime.now(UTC) for r in rows.values())
-    assert "import" in celery_command.commands  # `celery -A proj awa import` too
+    assert "import" in celery_command.list_commands(None)  # `celery -A proj awa import` too
 
 
 # -- the cursor rule ---------------------------------------------------------------------------
