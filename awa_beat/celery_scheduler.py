@@ -125,7 +125,9 @@ class Scheduler(beat.Scheduler):
         now = time.monotonic()
         self._heartbeat(now)
         if not self.leadership.is_leader:
-            self._warm_standby(now)
+            if now < self._next_election or self.engine.loaded:
+                # Not at the first tick: a first election loads the view if it wins.
+                self._warm_standby(now)
             if now < self._next_election:
                 return self._next_election - now
             # Jitter, so that standbys started together do not try in lockstep.
@@ -144,7 +146,7 @@ class Scheduler(beat.Scheduler):
             if self.bridge is not None:
                 self.bridge.pending = True  # the last leader may have left jobs unpublished
             try:
-                self.engine.refresh()  # warm already: one cheap query, not a full load
+                self.engine.refresh()  # warm already (but at start): one cheap query
             except StoreError as exc:
                 return self._store_failed(exc)
         if now >= self._next_ping:

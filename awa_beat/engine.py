@@ -99,6 +99,11 @@ class Engine:
 
     # -- loading -----------------------------------------------------------------------------
 
+    @property
+    def loaded(self) -> bool:
+        """Whether every row has been read once."""
+        return self._state is not None
+
     def load(self) -> None:
         """Read every row afresh (at start, on a fingerprint change, every
         FULL_RELOAD_INTERVAL); rows that did not change keep their place."""

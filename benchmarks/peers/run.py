@@ -624,6 +624,11 @@ def main() -> None:
     limits: dict[int, dict[str, float]] = {}
     fail: dict[str, dict[str, Any]] = {}
     notes: list[str] = [f"Versions: {versions()}."]
+    # An installed awa-beat has its bytecode compiled (pip does it); this checkout's too,
+    # even where PYTHONDONTWRITEBYTECODE is set, so no beat compiles at start-up.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "awa_beat")],
+                   check=True, env={k: v for k, v in os.environ.items()
+                                    if k != "PYTHONDONTWRITEBYTECODE"})
     with server_url() as server:
         env = Env(args, server, TempDatabases(server, prefix=f"awabeat_peers{os.getpid()}"),
                   Broker(args.broker), Path(tempfile.mkdtemp(prefix="awa-beat-peers-")))
