@@ -48,7 +48,7 @@ UTC = timezone.utc
 TASK_ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://pypi.org/project/awa-beat/")
 DEFAULT_RETENTION = timedelta(days=7)
 #: Entries in the bridge's cache of (argsrepr, kwargsrepr, body) per args.
-CALL_CACHE_SIZE = 4096
+CALL_CACHE_SIZE = 512
 
 
 #: apply_async options the bridge decides itself: publishing retries are its own, and
@@ -280,7 +280,7 @@ class Bridge:
         store: Store,
         *,
         deployment: str,
-        batch_size: int = 2000,
+        batch_size: int = 500,
         retention: timedelta = DEFAULT_RETENTION,
         purge_every: float = 60.0,
         budget: float = 2.0,

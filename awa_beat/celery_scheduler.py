@@ -28,14 +28,15 @@ from .engine import Engine, utcnow
 from .errors import AwaBeatError, ConfigError, SchemaError, StoreError
 from .leader import Leadership
 from .spec import specs_from_beat_schedule
-from .store import FireResult, Store
+from .store import FireResult, Store, SyncBatch
 
 logger = logging.getLogger("awa_beat.beat")
 #: Seconds between two heartbeats of a beat process in awa_beat.beats.
 HEARTBEAT_INTERVAL = 5.0
 #: Seconds between two looks for Celery jobs that this process did not fire itself.
 OUTBOX_CHECK_INTERVAL = 5.0
-#: Rows per statement when the leader re-asserts the configuration (every sync interval).
+#: Rows per statement when beat syncs its configuration (at start, then every sync
+#: interval, one slice per tick so that a large schedule never holds up firing).
 RESYNC_SLICE = 2000
 #: Seconds between two refreshes of a standby's view of the table.
 STANDBY_REFRESH_INTERVAL = 5.0
@@ -100,10 +101,10 @@ class Scheduler(beat.Scheduler):
         self._next_heartbeat = 0.0
         self._next_outbox_check = 0.0
         self._next_standby_refresh = 0.0
-        self._resync: list[list[dict[str, Any]]] = []
-        self._row_cache: list[dict[str, Any]] | None = None
+        self._resync: list[SyncBatch] = []
+        self._batches: list[SyncBatch] = []
+        """The configuration, encoded once at start-up (the specs are not kept)."""
         self._started_at = datetime.now(timezone.utc)
-        self._specs: list[Any] = []
         kwargs.pop("max_interval", None)
         super().__init__(app, *args, lazy=lazy, max_interval=self.max_interval, **kwargs)
 
@@ -158,11 +159,9 @@ class Scheduler(beat.Scheduler):
                 self._next_sync = now + self.settings.sync_interval
                 # Re-assert the configuration in slices, one per tick, so that a large
                 # schedule never holds up firing; the refresh picks up what changed.
-                rows = self._rows()
-                self._resync = [rows[i:i + RESYNC_SLICE]
-                                for i in range(0, len(rows), RESYNC_SLICE)]
+                self._resync = list(self._batches)
             if self._resync:
-                self.store.sync(self._resync.pop(), deployment=self.settings.deployment)
+                self.store.sync(self._resync.pop())
             self.engine.run_pass()
             more = self._dispatch(now)
         except StoreError as exc:
@@ -209,9 +208,18 @@ class Scheduler(beat.Scheduler):
 
     def _start(self) -> None:
         entries = configured_entries(self.app, self.settings)
-        self._specs = specs_from_beat_schedule(
+        specs = specs_from_beat_schedule(
             entries, default_timezone=self.settings.default_timezone,
             default_dispatch=self.settings.dispatch or "awa")
+        del entries
+        deployment = self.settings.deployment
+        shared: dict[Any, Any] = {}
+        self._batches = [
+            SyncBatch.encode([spec.row(deployment) for spec in specs[i:i + RESYNC_SLICE]],
+                             deployment, shared)
+            for i in range(0, len(specs), RESYNC_SLICE)]
+        celery_entries = [s.name for s in specs if s.dispatch == "celery"]
+        del specs, shared
         if self.database_url is None:
             data_dir = default_data_dir()
             self.database_url = embedded_database_url(data_dir)
@@ -222,7 +230,6 @@ class Scheduler(beat.Scheduler):
             self.store.check_schema()  # needs no CREATE privilege once migrated
         except SchemaError:
             self.store.migrate()
-        celery_entries = [s.name for s in self._specs if s.dispatch == "celery"]
         if celery_entries or self.settings.dispatch == "celery":
             if self.store.awa_owned:
                 raise ConfigError(
@@ -231,28 +238,28 @@ class Scheduler(beat.Scheduler):
                     "a database of its own, or dispatch to Awa workers "
                     f"(awa_beat_dispatch = 'awa'); entries: {', '.join(celery_entries)}")
             self.bridge = Bridge(self.app, self.store, deployment=self.settings.deployment)
-        self._sync(startup=True)
+        self._sync()
         self.engine = Engine(self.store, catch_up_limit=self.settings.catch_up_limit,
                              clock=self.clock, on_fired=self._on_fired)
         self.leadership = Leadership(self.database_url, self.settings.lock_key)
 
-    def _sync(self, *, startup: bool = False) -> None:
+    def _sync(self) -> None:
+        """The start-up sync, every slice before the first fire: a fire must not use a
+        definition the configuration has changed."""
         assert self.store is not None
-        result = self.store.sync(self._rows(), deployment=self.settings.deployment)
-        if startup or result.inserted or result.updated:
-            logger.info("beat: synced %d schedule(s): %d new, %d changed, %d unchanged",
-                        len(self._specs), result.inserted, result.updated, result.unchanged)
-        if startup:
-            self._warn_orphans()
-
-    def _rows(self) -> list[dict[str, Any]]:
-        if self._row_cache is None:
-            self._row_cache = [spec.row(self.settings.deployment) for spec in self._specs]
-        return self._row_cache
+        inserted = updated = unchanged = 0
+        for batch in self._batches:
+            result = self.store.sync(batch)
+            inserted += result.inserted
+            updated += result.updated
+            unchanged += result.unchanged
+        logger.info("beat: synced %d schedule(s): %d new, %d changed, %d unchanged",
+                    inserted + updated + unchanged, inserted, updated, unchanged)
+        self._warn_orphans()
 
     def _warn_orphans(self) -> None:
         assert self.store is not None
-        configured = {spec.name for spec in self._specs}
+        configured = {name for batch in self._batches for name in batch.names}
         orphans = [n for n in self.store.owned_names(self.settings.deployment)
                    if n not in configured]
         for name in orphans:

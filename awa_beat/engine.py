@@ -4,9 +4,10 @@ The engine keeps every row of ``awa.cron_jobs`` in memory (ours and other
 deployments', as Awa's leader does), with the instant each one next becomes due in a
 heap, so a pass costs nothing per schedule that is not due:
 
-* :meth:`Engine.run_pass` fires everything due (one batched statement), refreshes
-  from the database when the refresh interval has passed (one query), and returns
-  how long to sleep: until the next due fire or the next refresh, whichever is first.
+* :meth:`Engine.run_pass` fires what is due (one batched statement per FIRE_BATCH
+  schedules), refreshes from the database when the refresh interval has passed (one
+  query), and returns how long to sleep: until the next due fire or the next refresh,
+  whichever is first (0 while more are due).
 * Refreshing reads only rows whose ``updated_at`` moved (pauses, resumes, edits and
   fires by anyone bump it), plus a fingerprint of the whole table (count and a hash of
   the names) that reveals inserts and deletes; when the fingerprint differs from what
@@ -46,13 +47,16 @@ REFRESH_OVERLAP = timedelta(seconds=10)
 FULL_RELOAD_INTERVAL = 300.0
 #: Delay before retrying a schedule whose fire raised a database error (Awa: 1 s).
 RETRY_DELAY = 1.0
+#: Schedules per fire statement; more due at once are fired over several passes, so
+#: that a burst is published while the rest is fired, with bounded memory.
+FIRE_BATCH = 2000
 
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Entry:
     row: CronState
     calendar: Calendar | None
@@ -123,12 +127,16 @@ class Engine:
         if self._state is None or self._now_epoch() >= self._next_full_load:
             self.load()
             return
-        state, rows = self.store.changes(self._since, self._state.xmin)
+        state, rows = self.store.changes(self._since, self._state.xmin, self._held)
         if (state.total, state.fingerprint) != (len(self._entries), self._state.fingerprint):
             self.load()  # rows were inserted or deleted
             return
         self._apply(rows)
         self._adopt_state(state)
+
+    def _held(self, name: str) -> CronState | None:
+        entry = self._entries.get(name)
+        return None if entry is None else entry.row
 
     def _adopt_state(self, state: TableState) -> None:
         self._state = state
@@ -236,11 +244,12 @@ class Engine:
         return max(0.0, until - now)
 
     def fire_due(self) -> FireResult:
-        """Fire every schedule whose due time has come, in one batched statement."""
+        """Fire the schedules whose due time has come, up to FIRE_BATCH of them, in one
+        batched statement; :meth:`wait` is 0 while more are due."""
         now = self.clock()
         now_epoch = now.timestamp()
         requests: list[FireRequest] = []
-        while True:
+        while len(requests) < FIRE_BATCH:
             self._drop_stale()
             if not self._heap or self._heap[0][0] > now_epoch:
                 break

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -153,6 +154,11 @@ class CronState:
     paused_at: datetime | None
 
 
+def _cron_state(r: Sequence[Any]) -> CronState:
+    # Expressions, zones and policies repeat across rows: one string each, not one per row.
+    return CronState(r[0], *[sys.intern(v) if type(v) is str else v for v in r[1:4]], *r[4:])
+
+
 @dataclass(frozen=True)
 class SyncResult:
     inserted: int
@@ -230,15 +236,22 @@ class Store:
 
     # -- schedules ---------------------------------------------------------------------
 
-    def sync(self, rows: Sequence[dict[str, Any]], *, deployment: str) -> SyncResult:
-        """Upsert schedule rows (``awa.cron_jobs`` columns) in one round trip; never deletes."""
-        if not rows:
+    def sync(self, rows: Sequence[dict[str, Any]] | SyncBatch, *,
+             deployment: str | None = None) -> SyncResult:
+        """Upsert schedule rows (``awa.cron_jobs`` columns, or a :class:`SyncBatch` of
+        them) in one round trip; never deletes."""
+        if isinstance(rows, SyncBatch):
+            batch = rows
+        elif deployment is None:
+            raise TypeError("sync() needs the deployment that registers the rows")
+        else:
+            batch = SyncBatch.encode(rows, deployment)
+        if not batch.size:
             return SyncResult(0, 0, 0)
         with self._conn() as conn, wrap_errors("syncing schedules"):
-            row = conn.execute(queries["upsert_schedules"], sync_params(rows, deployment)
-                               ).fetchone()
+            row = conn.execute(queries["upsert_schedules"], batch.params).fetchone()
         inserted, updated = (int(row[0]), int(row[1])) if row else (0, 0)
-        return SyncResult(inserted, updated, len(rows) - inserted - updated)
+        return SyncResult(inserted, updated, batch.size - inserted - updated)
 
     def schedules(self, pattern: str | None = None) -> list[ScheduleRow]:
         """Every schedule (``pattern`` is a SQL LIKE pattern on the name), by name."""
@@ -257,25 +270,37 @@ class Store:
             # A server-side cursor, so 100,000 rows never sit in memory twice at once.
             with conn.cursor(name="awa_beat_cron_states") as cur:
                 cur.itersize = 5000
-                rows = [CronState(*r) for r in cur.execute(queries["cron_states"])]
+                rows = [_cron_state(r) for r in cur.execute(queries["cron_states"])]
         return state, rows
 
     def cron_states_by_name(self, names: Sequence[str]) -> list[CronState]:
         """The rows that still exist among ``names``."""
         with self._conn() as conn, wrap_errors("reading schedules"):
-            return [CronState(*r) for r in conn.execute(queries["cron_states_by_name"],
-                                                        {"names": list(names)})]
+            return [_cron_state(r) for r in conn.execute(queries["cron_states_by_name"],
+                                                         {"names": list(names)})]
 
-    def changes(self, since: datetime, seen_xmin: int | None = None
+    def changes(self, since: datetime, seen_xmin: int | None = None,
+                held: Callable[[str], CronState | None] | None = None,
                 ) -> tuple[TableState, list[CronState]]:
         """The table's fingerprint and the rows whose ``updated_at`` is after ``since``,
         less those written by transactions below ``seen_xmin`` (the ``xmin`` of an
-        earlier read's :class:`TableState`, which returned them)."""
+        earlier read's :class:`TableState`, which returned them), and less those equal
+        to what ``held(name)`` returns (streamed: after a burst of fires, the fired rows
+        come back once and are dropped as they arrive)."""
+        rows: list[CronState] = []
+        state = None
         with self._conn() as conn, wrap_errors("reading schedule changes"):
-            records = conn.execute(queries["changed_schedules"],
-                                   {"since": since, "seen_xmin": seen_xmin}).fetchall()
-        state = TableState(*records[0][:4])
-        rows = [CronState(*r[4:]) for r in records if r[4] is not None]
+            for r in conn.cursor().stream(queries["changed_schedules"],
+                                          {"since": since, "seen_xmin": seen_xmin}, size=500):
+                if state is None:
+                    state = TableState(*r[:4])
+                if r[4] is None:
+                    continue
+                row = CronState(*r[4:])
+                if held is not None and held(row.name) == row:
+                    continue
+                rows.append(_cron_state(r[4:]))
+        assert state is not None  # the statement always returns the fingerprint row
         return state, rows
 
     def owned_names(self, deployment: str) -> list[str]:
@@ -448,6 +473,31 @@ class Store:
             rows = conn.execute(fire_query(self.awa_owned), fire_params(requests)).fetchall()
         return [FiredJob(int(job_id), name, fire_time, updated_at)
                 for job_id, name, fire_time, updated_at in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class SyncBatch:
+    """Schedule rows encoded as the bind parameters of ``upsert_schedules``: a beat keeps
+    its configuration this way (a fraction of the memory of the row dicts, and nothing
+    to encode again when it re-asserts them)."""
+
+    params: dict[str, Any]
+    size: int
+
+    @classmethod
+    def encode(cls, rows: Sequence[dict[str, Any]], deployment: str,
+               shared: dict[Any, Any] | None = None) -> SyncBatch:
+        """``shared`` interns equal values (kinds, queues, expressions) across batches."""
+        params = sync_params(rows, deployment)
+        if shared is not None:
+            for key, values in params.items():
+                if isinstance(values, list):
+                    params[key] = [shared.setdefault(v, v) for v in values]
+        return cls(params, len(rows))
+
+    @property
+    def names(self) -> list[str]:
+        return self.params["names"]
 
 
 def sync_params(rows: Sequence[dict[str, Any]], deployment: str) -> dict[str, Any]:

@@ -210,3 +210,20 @@ def test_after_a_fire_the_engine_holds_the_row_as_stored(store: Store, conn) -> 
     assert fired(conn, "a") == ["2026-03-02 12:01:00+00"]
     # So the refresh that returns the fired row finds nothing to recompute in it.
     assert engine.rows() == store.cron_states_by_name(["a"])
+
+
+def test_a_burst_is_fired_in_batches_without_sleeping_between(store: Store, conn,
+                                                              monkeypatch) -> None:
+    import awa_beat.engine as engine_module
+
+    monkeypatch.setattr(engine_module, "FIRE_BATCH", 2)
+    for i in range(5):
+        add(store, conn, f"b{i}", "* * * * *", T0)
+    engine = Engine(store, clock=Clock(T0 + timedelta(minutes=1)))
+    counts = []
+    for _ in range(4):
+        report = engine.run_pass()
+        counts.append((len(report.fired.jobs), report.wait))
+    assert counts == [(2, 0.0), (2, 0.0), (1, counts[2][1]), (0, counts[3][1])]
+    assert counts[2][1] > 0  # all fired: the next pass can wait
+    assert all(fired(conn, f"b{i}") == ["2026-03-02 12:01:00+00"] for i in range(5))
