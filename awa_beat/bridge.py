@@ -27,6 +27,7 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -280,7 +281,7 @@ class Bridge:
         store: Store,
         *,
         deployment: str,
-        batch_size: int = 500,
+        batch_size: int = 1000,
         retention: timedelta = DEFAULT_RETENTION,
         purge_every: float = 60.0,
         budget: float = 2.0,
@@ -300,12 +301,17 @@ class Bridge:
         self._templates: dict[tuple[str, str], Prepared] = {}
         self._plans: dict[tuple[str, str], _Plan] = {}
         self._calls: dict[tuple[int, str], tuple[str, str, Any]] = {}
+        self._marker: ThreadPoolExecutor | None = None
+        self._marks: list[Future[int]] = []
         self._failures = 0
         self._retry_at = 0.0
         self._next_purge = 0.0
 
     def close(self) -> None:
         self._publisher.close()
+        if self._marker is not None:
+            self._marker.shutdown(wait=True)
+            self._marker = None
         if self._recorder is not None:
             self._recorder.connection.release()
             self._recorder = None
@@ -420,9 +426,11 @@ class Bridge:
             return 0
         published = 0
         deadline = time.monotonic() + self.budget
-        # Pipelined: while the broker confirms one batch, the next is read and built.
+        # Pipelined: while the broker confirms one batch, the next is read and built, and
+        # the batches it accepted are marked published on another connection meanwhile.
         in_flight: tuple[list[Prepared], int] | None = None
         after = ("", 0)
+        self._marks = []
         try:
             while True:
                 jobs = self.store.pending_celery_jobs(self.deployment, self.batch_size,
@@ -444,10 +452,13 @@ class Bridge:
                 published += self._confirmed(*in_flight)
                 in_flight = None
         except StoreError:
+            self._marked()
             raise  # the database's trouble is the beat loop's to report
         except Exception as exc:  # any broker failure: publish again later
             self._broker_failed(exc)
+            self._marked()
             return published
+        self._marked()
         self.pending = len(jobs) >= self.batch_size
         if self._failures:
             logger.info("bridge: broker reachable again; published the backlog")
@@ -466,12 +477,26 @@ class Bridge:
         return batch
 
     def _confirmed(self, batch: list[Prepared], mark: int) -> int:
-        """Wait for the broker to accept ``batch``, then mark it published."""
+        """Wait for the broker to accept ``batch``, then have it marked published."""
         self._publisher.wait(mark)
-        self.store.mark_published([m.job_id for m in batch], [m.task_id for m in batch])
+        if self._marker is None:
+            self._marker = ThreadPoolExecutor(1, thread_name_prefix="awa-beat-bridge-mark")
+        self._marks.append(self._marker.submit(
+            self.store.mark_published, [m.job_id for m in batch], [m.task_id for m in batch]))
         for m in batch:
             self._prepared.pop(m.job_id, None)
         return len(batch)
+
+    def _marked(self) -> None:
+        """Wait until every batch the broker accepted in this drain is marked published.
+
+        A mark that fails leaves its jobs pending: they are published again, with the
+        same task ids.
+        """
+        marks, self._marks = self._marks, []
+        errors = [exc for exc in (f.exception() for f in marks) if exc is not None]
+        if errors:
+            raise errors[0]
 
     def _broker_failed(self, exc: BaseException) -> None:
         self._publisher.close()
