@@ -24,10 +24,12 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import queue
+import threading
 import time
 import uuid
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -272,6 +274,40 @@ class _Publisher:
         self.wait(self.send(messages))
 
 
+class _Marker:
+    """Marks the batches the broker accepted as published, on a thread of its own, so
+    that the database's work overlaps the next batch's publishing.
+
+    A daemon thread fed through a SimpleQueue: nothing here takes a lock that beat's
+    SIGTERM handler (which closes the bridge from the main thread, whatever it was
+    doing) could wait on. A beat stopped mid-mark leaves those jobs pending; they are
+    published again, with the same task ids.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._queue: queue.SimpleQueue[tuple[Future[int], list[int], list[str]]] = (
+            queue.SimpleQueue())
+        self._thread: threading.Thread | None = None
+
+    def submit(self, ids: list[int], task_ids: list[str]) -> Future[int]:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="awa-beat-bridge-mark",
+                                            daemon=True)
+            self._thread.start()
+        future: Future[int] = Future()
+        self._queue.put((future, ids, task_ids))
+        return future
+
+    def _run(self) -> None:
+        while True:
+            future, ids, task_ids = self._queue.get()
+            try:
+                future.set_result(self.store.mark_published(ids, task_ids))
+            except BaseException as exc:  # handed to the drain, which reports it
+                future.set_exception(exc)
+
+
 class Bridge:
     """Publishes the leader's pending Celery jobs; call :meth:`drain` from the beat loop."""
 
@@ -301,7 +337,7 @@ class Bridge:
         self._templates: dict[tuple[str, str], Prepared] = {}
         self._plans: dict[tuple[str, str], _Plan] = {}
         self._calls: dict[tuple[int, str], tuple[str, str, Any]] = {}
-        self._marker: ThreadPoolExecutor | None = None
+        self._marker = _Marker(store)
         self._marks: list[Future[int]] = []
         self._failures = 0
         self._retry_at = 0.0
@@ -309,9 +345,6 @@ class Bridge:
 
     def close(self) -> None:
         self._publisher.close()
-        if self._marker is not None:
-            self._marker.shutdown(wait=True)
-            self._marker = None
         if self._recorder is not None:
             self._recorder.connection.release()
             self._recorder = None
@@ -479,10 +512,8 @@ class Bridge:
     def _confirmed(self, batch: list[Prepared], mark: int) -> int:
         """Wait for the broker to accept ``batch``, then have it marked published."""
         self._publisher.wait(mark)
-        if self._marker is None:
-            self._marker = ThreadPoolExecutor(1, thread_name_prefix="awa-beat-bridge-mark")
-        self._marks.append(self._marker.submit(
-            self.store.mark_published, [m.job_id for m in batch], [m.task_id for m in batch]))
+        self._marks.append(self._marker.submit([m.job_id for m in batch],
+                                               [m.task_id for m in batch]))
         for m in batch:
             self._prepared.pop(m.job_id, None)
         return len(batch)
