@@ -208,7 +208,7 @@ SELECT id, kind, queue, args, state::text AS state, priority, max_attempts, meta
 -- xmin (%(seen_xmin)s) had committed before that read, which returned it, so it is left
 -- out. The row's 32-bit xmin is widened against this snapshot's xmax: a row changed
 -- since %(since)s is seconds old, far inside the 2^31 transactions that makes exact.
-WITH snap AS (
+WITH snap AS MATERIALIZED (  -- once, not per row
     SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin,
            pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax
 ), stats AS (
