@@ -253,6 +253,22 @@ class Store:
         inserted, updated = (int(row[0]), int(row[1])) if row else (0, 0)
         return SyncResult(inserted, updated, batch.size - inserted - updated)
 
+    def analyze(self) -> bool:
+        """Refresh the planner's statistics of ``awa.cron_jobs``; False where not allowed.
+
+        After a bulk insert and before autovacuum gets to it, the planner takes a fresh
+        table for nearly empty and can join a fire batch against it row by row: at 100,000
+        schedules one batch of 2,000 then took half a minute instead of 20 ms.
+        """
+        try:
+            with self._conn() as conn:
+                conn.execute("ANALYZE awa.cron_jobs")
+        except psycopg.Error as exc:  # not the table's owner: autovacuum will do it
+            logger.info("awa-beat: cannot ANALYZE awa.cron_jobs (%s); relying on autovacuum",
+                        _first_line(exc))
+            return False
+        return True
+
     def schedules(self, pattern: str | None = None) -> list[ScheduleRow]:
         """Every schedule (``pattern`` is a SQL LIKE pattern on the name), by name."""
         with self._conn() as conn, wrap_errors("listing schedules"):

@@ -99,6 +99,7 @@ WITH due AS (
        SET last_enqueued_at = due.cursor, updated_at = now()
       FROM due
      WHERE c.name = due.name
+       AND c.name = ANY(%(names)b::text[])  -- an index probe per name, whatever the stats say
        AND c.last_enqueued_at IS NOT DISTINCT FROM due.expected
        AND c.paused_at IS NULL
        AND c.priority BETWEEN 1 AND 4 AND c.max_attempts BETWEEN 1 AND 1000
@@ -128,6 +129,7 @@ WITH due AS (
        SET last_enqueued_at = due.cursor, updated_at = now()
       FROM due
      WHERE c.name = due.name
+       AND c.name = ANY(%(names)b::text[])  -- an index probe per name, whatever the stats say
        AND c.last_enqueued_at IS NOT DISTINCT FROM due.expected
        AND c.paused_at IS NULL
        AND c.priority BETWEEN 1 AND 4 AND c.max_attempts BETWEEN 1 AND 1000

@@ -272,3 +272,11 @@ def test_a_foreign_row_awa_would_reject_does_not_stop_the_batch(store: Store, co
 def test_sessions_are_utc(store: Store) -> None:
     with store._conn() as c:
         assert c.execute("SHOW TimeZone").fetchone()[0] == "UTC"
+
+
+def test_analyze_gives_the_planner_the_table_size(store: Store, conn) -> None:
+    store.sync([row(f"r{i}") for i in range(50)], deployment="test")
+    assert store.analyze() is True
+    (tuples,) = conn.execute("SELECT reltuples FROM pg_class"
+                             " WHERE oid = 'awa.cron_jobs'::regclass").fetchone()
+    assert tuples == 50
