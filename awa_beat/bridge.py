@@ -50,6 +50,8 @@ UTC = timezone.utc
 #: Task ids are uuid5(TASK_ID_NAMESPACE, "<cron_name>@<cron_fire_time>").
 TASK_ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://pypi.org/project/awa-beat/")
 DEFAULT_RETENTION = timedelta(days=7)
+#: The (fire key, job id) before every pending job.
+_START = ("", 0)
 #: Entries in the bridge's cache of (argsrepr, kwargsrepr, body) per args.
 CALL_CACHE_SIZE = 512
 
@@ -286,9 +288,16 @@ class _Marker:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._queue: queue.SimpleQueue[tuple[Future[int], list[int], list[str]]] = (
+        self._queue: queue.SimpleQueue[tuple[Future[int], list[int], list[str]] | None] = (
             queue.SimpleQueue())
         self._thread: threading.Thread | None = None
+
+    def stop(self) -> None:
+        """Let the thread end once it has marked what it was given (safe in a signal
+        handler: SimpleQueue.put is reentrant)."""
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread = None
 
     def submit(self, ids: list[int], task_ids: list[str]) -> Future[int]:
         if self._thread is None:
@@ -300,8 +309,8 @@ class _Marker:
         return future
 
     def _run(self) -> None:
-        while True:
-            future, ids, task_ids = self._queue.get()
+        while (item := self._queue.get()) is not None:
+            future, ids, task_ids = item
             try:
                 future.set_result(self.store.mark_published(ids, task_ids))
             except BaseException as exc:  # handed to the drain, which reports it
@@ -338,6 +347,8 @@ class Bridge:
         self._plans: dict[tuple[str, str], _Plan] = {}
         self._calls: dict[tuple[int, str], tuple[str, str, Any]] = {}
         self._marker = _Marker(store)
+        self._resume_after = _START
+        """Where the next drain starts: the key after the last job a drain published."""
         self._marks: list[Future[int]] = []
         self._failures = 0
         self._retry_at = 0.0
@@ -345,6 +356,7 @@ class Bridge:
 
     def close(self) -> None:
         self._publisher.close()
+        self._marker.stop()
         if self._recorder is not None:
             self._recorder.connection.release()
             self._recorder = None
@@ -452,6 +464,12 @@ class Bridge:
     def drain(self) -> int:
         """Publish pending jobs in fire order for up to ``budget`` seconds; count published.
 
+        A backlog longer than the budget is resumed by the next drain where this one
+        stopped (every job before that point is published), so a pass over a large
+        backlog reads each job once. A pass that ended somewhere past the start asks for
+        one more from the start, for jobs that arrived with an earlier key meanwhile (a
+        manual trigger, a replayed missed fire).
+
         A broker failure is logged once per outage and retried with backoff (1 s doubling
         to 30 s); database errors propagate to the caller.
         """
@@ -462,7 +480,8 @@ class Bridge:
         # Pipelined: while the broker confirms one batch, the next is read and built, and
         # the batches it accepted are marked published on another connection meanwhile.
         in_flight: tuple[list[Prepared], int] | None = None
-        after = ("", 0)
+        resumed = self._resume_after != _START
+        after, self._resume_after = self._resume_after, _START
         self._marks = []
         try:
             while True:
@@ -492,7 +511,9 @@ class Bridge:
             self._marked()
             return published
         self._marked()
-        self.pending = len(jobs) >= self.batch_size
+        if len(jobs) >= self.batch_size:
+            self._resume_after = after  # the budget ran out: go on from here next time
+        self.pending = len(jobs) >= self.batch_size or resumed
         if self._failures:
             logger.info("bridge: broker reachable again; published the backlog")
             self._failures = 0

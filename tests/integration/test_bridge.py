@@ -178,6 +178,34 @@ def test_manual_triggers_go_first_and_pages_miss_nothing(app: Celery,
         assert ids[2:] == scheduled
 
 
+def test_a_long_backlog_is_resumed_then_passed_again_from_the_start(app: Celery,
+                                                                     standalone: Store) -> None:
+    queue = app.conf.task_default_queue
+    register(standalone, app, {f"s{i}": {"task": "t.x", "schedule": 60, "args": [i],
+                                         "options": {"queue": queue}} for i in range(3)})
+    fire(standalone, ["s0", "s1", "s2"], minutes=2)
+    bridge = Bridge(app, standalone, deployment="bt", batch_size=2, budget=0)  # a page a drain
+    counts = [bridge.drain()]
+    triggered = standalone.trigger("s0")  # sorts before everything, behind the cursor
+    for _ in range(4):
+        counts.append(bridge.drain())
+    bridge.close()
+    # Resumed where each drain stopped; the pass that ended past the start asks for one
+    # more from the start, which finds the trigger.
+    assert counts == [2, 2, 2, 0, 1]
+    assert bridge.pending is False
+    c = connect(standalone.conninfo)
+    left = c.execute("SELECT count(*) FROM awa.jobs WHERE state = 'available'").fetchone()[0]
+    (trigger_task,) = c.execute("SELECT metadata ->> 'celery_task_id' FROM awa.jobs"
+                                " WHERE id = %s", (triggered,)).fetchone()
+    c.close()
+    assert left == 0
+    ids = [m.headers["id"] for m in consume(app, queue, 7)]
+    assert len(set(ids)) == 7
+    if app.broker_kind != "filesystem":  # type: ignore[attr-defined]
+        assert ids[-1] == trigger_task
+
+
 def test_jobs_of_other_deployments_and_awa_dispatch_are_left_alone(app: Celery,
                                                                    standalone: Store) -> None:
     register(standalone, app, {"mine": {"task": "t.x", "schedule": 60}}, deployment="bt")
