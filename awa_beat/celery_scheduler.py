@@ -38,8 +38,6 @@ OUTBOX_CHECK_INTERVAL = 5.0
 #: Rows per statement when beat syncs its configuration (at start, then every sync
 #: interval, one slice per tick so that a large schedule never holds up firing).
 RESYNC_SLICE = 2000
-#: New rows in one start-up sync from which beat refreshes the table's statistics.
-ANALYZE_AFTER_INSERTS = 1000
 #: Seconds between two refreshes of a standby's view of the table.
 STANDBY_REFRESH_INTERVAL = 5.0
 
@@ -257,8 +255,7 @@ class Scheduler(beat.Scheduler):
             unchanged += result.unchanged
         logger.info("beat: synced %d schedule(s): %d new, %d changed, %d unchanged",
                     inserted + updated + unchanged, inserted, updated, unchanged)
-        if inserted >= ANALYZE_AFTER_INSERTS:
-            self.store.analyze()  # before the first fire plans against a "small" table
+        self.store.analyze_if_stale()  # before the first fire plans against the table
         self._warn_orphans()
 
     def _warn_orphans(self) -> None:

@@ -253,21 +253,25 @@ class Store:
         inserted, updated = (int(row[0]), int(row[1])) if row else (0, 0)
         return SyncResult(inserted, updated, batch.size - inserted - updated)
 
-    def analyze(self) -> bool:
-        """Refresh the planner's statistics of ``awa.cron_jobs``; False where not allowed.
+    def analyze_if_stale(self) -> bool:
+        """Refresh the planner's statistics of ``awa.cron_jobs`` when they are missing or
+        far from the table's size; True if it did. Where this role may not ANALYZE the
+        table, autovacuum will, in time.
 
-        After a bulk insert and before autovacuum gets to it, the planner takes a fresh
-        table for nearly empty and can join a fire batch against it row by row: at 100,000
+        After a bulk insert and before autovacuum gets to it, the planner takes the table
+        for nearly empty and can join a fire batch against it row by row: at 100,000
         schedules one batch of 2,000 then took half a minute instead of 20 ms.
         """
         try:
             with self._conn() as conn:
-                conn.execute("ANALYZE awa.cron_jobs")
-        except psycopg.Error as exc:  # not the table's owner: autovacuum will do it
+                (stale,) = conn.execute(queries["cron_jobs_stats_stale"]).fetchone()
+                if stale:
+                    conn.execute("ANALYZE awa.cron_jobs")
+        except psycopg.Error as exc:  # not the table's owner
             logger.info("awa-beat: cannot ANALYZE awa.cron_jobs (%s); relying on autovacuum",
                         _first_line(exc))
             return False
-        return True
+        return bool(stale)
 
     def schedules(self, pattern: str | None = None) -> list[ScheduleRow]:
         """Every schedule (``pattern`` is a SQL LIKE pattern on the name), by name."""

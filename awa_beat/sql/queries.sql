@@ -228,6 +228,13 @@ SELECT s.total, s.fingerprint, s.db_now, snap.xmin,
         OR snap.xmax - (snap.xmax - c.xmin::text::bigint) %% 4294967296
            >= %(seen_xmin)s::bigint);
 
+-- cron_jobs_stats_stale --
+-- Whether the planner's idea of the table's size is missing or far off (a bulk insert
+-- that autovacuum has not analyzed yet).
+SELECT c.reltuples < 0 OR abs(c.reltuples - n.total) > greatest(1000, n.total * 0.2)
+  FROM pg_class c, (SELECT count(*) AS total FROM awa.cron_jobs) n
+ WHERE c.oid = 'awa.cron_jobs'::regclass;
+
 -- cron_states --
 -- Every row, with only the columns the evaluator needs (it holds them all in memory).
 SELECT name, cron_expr, timezone, missed_fire_policy, last_enqueued_at, created_at,

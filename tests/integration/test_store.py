@@ -274,9 +274,11 @@ def test_sessions_are_utc(store: Store) -> None:
         assert c.execute("SHOW TimeZone").fetchone()[0] == "UTC"
 
 
-def test_analyze_gives_the_planner_the_table_size(store: Store, conn) -> None:
-    store.sync([row(f"r{i}") for i in range(50)], deployment="test")
-    assert store.analyze() is True
+def test_stale_statistics_are_refreshed_and_fresh_ones_left_alone(store: Store, conn) -> None:
+    store.sync([row(f"r{i}") for i in range(1500)], deployment="test")
+    assert store.analyze_if_stale() is True  # never analyzed
     (tuples,) = conn.execute("SELECT reltuples FROM pg_class"
                              " WHERE oid = 'awa.cron_jobs'::regclass").fetchone()
-    assert tuples == 50
+    assert tuples == 1500
+    store.sync([row(f"s{i}") for i in range(10)], deployment="test")
+    assert store.analyze_if_stale() is False  # 10 more rows: close enough
