@@ -49,6 +49,10 @@ def configure_session(conn: psycopg.Connection) -> None:
     # The once-a-second refresh scans awa.cron_jobs; parallel workers for it would be
     # started every second for nothing.
     conn.execute("SET max_parallel_workers_per_gather TO 0")
+    # Never prepare statements server-side: a prepared statement soon runs a generic plan,
+    # which cannot see how long the array parameters are. For a fire batch of 2,000 that
+    # plan joins row by row (0.7 s instead of 30 ms); planning each time costs ~1 ms.
+    conn.prepare_threshold = None
 
 
 def connect(conninfo: str, **kwargs: Any) -> psycopg.Connection:
