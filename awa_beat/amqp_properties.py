@@ -46,9 +46,8 @@ class HeaderTable:
         return pack(">I", len(data)) + data
 
 
-def _short(value: Any) -> bytes:
-    data = (value or "").encode("utf-8", "surrogatepass") if not isinstance(
-        value, bytes) else value
+def _short(value: str | bytes) -> bytes:
+    data = value if isinstance(value, bytes) else value.encode("utf-8", "surrogatepass")
     return pack("B", len(data)) + data
 
 

@@ -218,12 +218,9 @@ class _Publisher:
         elif tag > self._confirmed:
             self._confirmed_above.add(tag)
         above = self._confirmed_above
-        if above:
-            while self._confirmed + 1 in above:
-                self._confirmed += 1
-                above.discard(self._confirmed)
-            if min(above, default=tag + 1) <= self._confirmed:
-                self._confirmed_above = {t for t in above if t > self._confirmed}
+        while self._confirmed + 1 in above:
+            self._confirmed += 1
+        above.difference_update([t for t in above if t <= self._confirmed])
 
     def _on_nack(self, tag: int, multiple: bool, *args: Any) -> None:
         self._nacked = True

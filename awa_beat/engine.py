@@ -225,7 +225,7 @@ class Engine:
 
     def run_pass(self) -> PassReport:
         """Fire what is due, refresh if it is time; return how long to sleep."""
-        if self._state is None:
+        if not self.loaded:
             self.load()
         fired = self.fire_due()
         refreshed = False

@@ -320,10 +320,9 @@ class Store:
                     state = TableState(*r[:4])
                 if r[4] is None:
                     continue
-                row = CronState(*r[4:])
-                if held is not None and held(row.name) == row:
-                    continue
-                rows.append(_cron_state(r[4:]))
+                row = _cron_state(r[4:])
+                if held is None or held(row.name) != row:
+                    rows.append(row)
         assert state is not None  # the statement always returns the fingerprint row
         return state, rows
 

@@ -13,7 +13,8 @@ import os
 import signal
 import subprocess
 import tempfile
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -27,6 +28,24 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from .store import Store
 
 TEST_DATABASE_URL_ENV = "AWA_BEAT_TEST_DATABASE_URL"
+
+
+class WaitTimeout(AssertionError, TimeoutError):
+    """:func:`wait_for` gave up: a failed assertion to tests, a timeout to scripts."""
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "",
+             interval: float = 0.02) -> Any:
+    """Poll ``predicate`` until it returns something true (returned) or ``timeout``
+    seconds pass (:class:`WaitTimeout`, naming ``what``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise WaitTimeout(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
 
 
 def terminate(procs: Iterable[subprocess.Popen[Any]], timeout: float = 15.0) -> None:

@@ -6,20 +6,19 @@ tests/acceptance/test_beat_processes.py starts them, with its log in a temporary
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import statistics
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import psycopg
 
-from awa_beat.testing import terminate
+from awa_beat.testing import terminate, wait_for  # noqa: F401 - the scripts take it from here
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -58,16 +57,6 @@ class Beats:
         terminate(self.procs, 15)
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str,
-             interval: float = 0.01) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
 
 
 def fires(conn: psycopg.Connection, after: datetime | None = None
@@ -100,3 +89,13 @@ def summary(values: Sequence[float]) -> dict[str, float]:
     return {"n": len(values), "p50": pct(values, 50), "p90": pct(values, 90),
             "p99": pct(values, 99), "max": max(values, default=float("nan")),
             "mean": statistics.fmean(values) if values else float("nan")}
+
+
+def add_beat_options(parser: argparse.ArgumentParser, *, schedule: str) -> None:
+    """The options of every script that runs beat processes on the lag app."""
+    parser.add_argument("--schedule", default=schedule,
+                        help="<seconds>:<count> pairs (LAGAPP_SCHEDULE)")
+    parser.add_argument("--background", type=int, default=0,
+                        help="extra schedules stored that never fire in the run")
+    parser.add_argument("--layout", default="standalone", choices=("standalone", "awa"))
+    parser.add_argument("--logs", help="keep the beat logs in this folder (default: discarded)")

@@ -44,7 +44,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from beatprocs import Beats, duplicates, fires, summary, wait_for
+from beatprocs import Beats, add_beat_options, duplicates, fires, summary, wait_for
 
 from awa_beat.store import connect
 from awa_beat.testing import TempDatabases, server_url
@@ -118,12 +118,7 @@ def main() -> None:
     parser.add_argument("--replicas", type=int, default=3)
     parser.add_argument("--election-interval", type=float, default=None,
                         help="AWA_BEAT_ELECTION_INTERVAL in seconds (default: as shipped, 1)")
-    parser.add_argument("--schedule", default="1:1",
-                        help="<seconds>:<count> pairs (LAGAPP_SCHEDULE)")
-    parser.add_argument("--background", type=int, default=0,
-                        help="extra schedules stored that never fire in the run")
-    parser.add_argument("--layout", default="standalone", choices=("standalone", "awa"))
-    parser.add_argument("--logs", help="keep the beat logs in this folder (default: discarded)")
+    add_beat_options(parser, schedule="1:1")
     parser.add_argument("--replace", default="at-kill", choices=("at-kill", "after"),
                         help="start the replacement right after the kill (it may win the "
                         "election at its start-up), or only after a standby fired")

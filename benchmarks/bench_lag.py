@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from beatprocs import Beats, duplicates, fires, summary, wait_for
+from beatprocs import Beats, add_beat_options, duplicates, fires, summary, wait_for
 
 from awa_beat.store import connect
 from awa_beat.testing import TempDatabases, server_url
@@ -51,12 +51,7 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=60.0, help="seconds measured")
     parser.add_argument("--warmup", type=float, default=3.0,
                         help="seconds after the first fire that are not measured")
-    parser.add_argument("--schedule", default="1:20,2:5,5:5",
-                        help="<seconds>:<count> pairs (LAGAPP_SCHEDULE)")
-    parser.add_argument("--background", type=int, default=0,
-                        help="extra schedules stored that never fire in the run")
-    parser.add_argument("--layout", default="standalone", choices=("standalone", "awa"))
-    parser.add_argument("--logs", help="keep the beat logs in this folder (default: discarded)")
+    add_beat_options(parser, schedule="1:20,2:5,5:5")
     parser.add_argument("--show-late", type=int, default=10,
                         help="list at most this many late fire times")
     args = parser.parse_args()

@@ -227,3 +227,22 @@ def test_a_burst_is_fired_in_batches_without_sleeping_between(store: Store, conn
     assert counts == [(2, 0.0), (2, 0.0), (1, counts[2][1]), (0, counts[3][1])]
     assert counts[2][1] > 0  # all fired: the next pass can wait
     assert all(fired(conn, f"b{i}") == ["2026-03-02 12:01:00+00"] for i in range(5))
+
+
+def test_a_change_committed_later_than_the_lookback_is_seen_at_the_full_reload(
+        store: Store, conn) -> None:
+    from awa_beat.engine import FULL_RELOAD_INTERVAL
+
+    add(store, conn, "a", "0 0 1 1 *", T0)
+    clock = Clock(T0)
+    engine = Engine(store, clock=clock)
+    engine.run_pass()
+    # As a transaction that took its now() an hour ago and committed just now would write.
+    conn.execute("UPDATE awa.cron_jobs SET cron_expr = '* * * * *',"
+                 " updated_at = now() - interval '1 hour' WHERE name = 'a'")
+    clock.advance(seconds=1)
+    engine.refresh()
+    assert [r.cron_expr for r in engine.rows()] == ["0 0 1 1 *"]  # outside the lookback
+    clock.advance(seconds=FULL_RELOAD_INTERVAL)
+    engine.refresh()
+    assert [r.cron_expr for r in engine.rows()] == ["* * * * *"]

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -13,6 +11,7 @@ import pytest
 
 from awa_beat.errors import NotFound, StoreError
 from awa_beat.store import FireRequest, Store, connect, fire_params, fire_query
+from awa_beat.testing import wait_for
 
 pytestmark = pytest.mark.integration
 UTC = timezone.utc
@@ -47,12 +46,6 @@ def set_cursor(conn: psycopg.Connection, name: str, value: datetime | None) -> N
     conn.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s WHERE name = %s", (value, name))
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def test_migrate_is_idempotent_and_versioned(store: Store, layout: str) -> None:
