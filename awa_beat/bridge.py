@@ -458,6 +458,10 @@ class Bridge:
     def due(self) -> bool:
         return self.pending and time.monotonic() >= self._retry_at
 
+    def next_wake(self) -> float:
+        """Monotonic time by which the loop should call :meth:`drain` or :meth:`purge`."""
+        return min(self._next_purge, self._retry_at) if self.pending else self._next_purge
+
     def drain(self) -> int:
         """Publish pending jobs in fire order for up to ``budget`` seconds; count published.
 

@@ -2,9 +2,13 @@
 
 A thin adapter. Celery calls :meth:`Scheduler.tick` in a loop and sleeps for what it
 returns; each tick either stands for election (standby) or runs one engine pass
-(leader). Start-up validates the whole ``beat_schedule`` (every problem at once, then
-exit 1 without a traceback), migrates, and syncs (additive: rows for entries that
-left the config are kept, and reported).
+(leader). Where the schema sends change notifications, a leader does its sleeping
+inside the tick instead, on its lock session, so that a change wakes it at once and
+nothing is polled while it is idle.
+
+Start-up validates the whole ``beat_schedule`` (every problem at once, then exit 1
+without a traceback), migrates, and syncs (additive: rows for entries that left the
+config are kept, and reported).
 """
 
 from __future__ import annotations
@@ -31,10 +35,17 @@ from .spec import specs_from_beat_schedule
 from .store import FireResult, Store, SyncBatch
 
 logger = logging.getLogger("awa_beat.beat")
-#: Seconds between two heartbeats of a beat process in awa_beat.beats.
-HEARTBEAT_INTERVAL = 5.0
-#: Seconds between two looks for Celery jobs that this process did not fire itself.
+#: Seconds between two heartbeats of a beat process in awa_beat.beats (`awa-beat status`
+#: lists the beats seen in the last minute).
+HEARTBEAT_INTERVAL = 15.0
+#: Seconds between two looks for Celery jobs that this process did not fire itself, when
+#: no notification tells of them (the Awa layout), and when one does (a backstop).
 OUTBOX_CHECK_INTERVAL = 5.0
+NOTIFIED_OUTBOX_CHECK_INTERVAL = 60.0
+#: Seconds between two refreshes of the leader's view: polling, and, when notifications
+#: wake it on every change, the backstop for a notification lost with its connection.
+POLL_REFRESH_INTERVAL = 1.0
+NOTIFIED_REFRESH_INTERVAL = 60.0
 #: Rows per statement when beat syncs its configuration (at start, then every sync
 #: interval, one slice per tick so that a large schedule never holds up firing).
 RESYNC_SLICE = 2000
@@ -85,6 +96,9 @@ class Scheduler(beat.Scheduler):
     def __init__(self, app: Any, *args: Any, lazy: bool = False,
                  clock: Callable[[], datetime] = utcnow, **kwargs: Any) -> None:
         self.clock = clock
+        # With an injected clock the caller drives time, so tick() must never sleep in
+        # real time waiting for a notification.
+        self._may_block = clock is utcnow
         try:
             self.settings = Settings.from_app(app.conf, app_name=app.main)
         except AwaBeatError as exc:
@@ -100,6 +114,7 @@ class Scheduler(beat.Scheduler):
         self._outage = False
         self._next_heartbeat = 0.0
         self._next_outbox_check = 0.0
+        self._outbox_interval = OUTBOX_CHECK_INTERVAL
         self._next_standby_refresh = 0.0
         self._resync: list[SyncBatch] = []
         self._batches: list[SyncBatch] = []
@@ -144,6 +159,8 @@ class Scheduler(beat.Scheduler):
                 return max(0.0, self._next_election - now)
             self._next_ping = now + self.settings.ping_interval
             self._next_sync = now + self.settings.sync_interval
+            self._next_heartbeat = 0.0  # tell `awa-beat status` of the new leader now
+            self._listen()  # before the refresh, so no change falls between the two
             if self.bridge is not None:
                 self.bridge.pending = True  # the last leader may have left jobs unpublished
             try:
@@ -173,7 +190,20 @@ class Scheduler(beat.Scheduler):
             return 0.0
         # Measured after publishing, so time spent on the broker does not delay fires.
         now = time.monotonic()
-        return max(0.0, min(self.engine.wait(), self._next_ping - now, self._next_sync - now))
+        wait = min(self.engine.wait(), self._next_ping - now, self._next_sync - now)
+        if not self.leadership.listening:
+            return max(0.0, wait)  # Celery sleeps; the engine polls every second
+        # Sleep on the lock's connection instead of in Celery's loop: a change to the
+        # table or an inserted job wakes beat at once, so it polls nothing while idle.
+        wait = min(wait, self._next_heartbeat - now)
+        if self.bridge is not None:
+            wait = min(wait, self._next_outbox_check - now, self.bridge.next_wake() - now)
+        changed = self.leadership.wait(wait)
+        if "cron_jobs" in changed:
+            self.engine.refresh_soon()
+        if "jobs" in changed and self.bridge is not None:
+            self.bridge.pending = True
+        return 0.0
 
     def close(self) -> None:
         if self.leadership is not None:
@@ -268,6 +298,19 @@ class Scheduler(beat.Scheduler):
                            "beat_schedule; it keeps firing until removed: "
                            "`awa-beat remove %s`", name, self.settings.deployment, name)
 
+    def _listen(self) -> None:
+        """As a new leader, wake on notifications rather than poll, where the schema
+        sends them and the clock is real."""
+        assert self.store is not None and self.leadership is not None
+        assert self.engine is not None
+        channel = self.store.change_channel
+        notified = (self._may_block and channel is not None
+                    and self.leadership.listen(channel))
+        self.engine.refresh_interval = (NOTIFIED_REFRESH_INTERVAL if notified
+                                        else POLL_REFRESH_INTERVAL)
+        self._outbox_interval = (NOTIFIED_OUTBOX_CHECK_INTERVAL if notified
+                                 else OUTBOX_CHECK_INTERVAL)
+
     def _warm_standby(self, now: float) -> None:
         """Keep a standby's view of the table current, so that taking over costs one
         refresh, not a full load of every row."""
@@ -320,7 +363,7 @@ class Scheduler(beat.Scheduler):
         if now >= self._next_outbox_check:
             # Jobs fired by another process (a manual trigger, another deployment's
             # leader) are found this way; our own fires set `pending` at once.
-            self._next_outbox_check = now + OUTBOX_CHECK_INTERVAL
+            self._next_outbox_check = now + self._outbox_interval
             self.bridge.pending = True
         if self.bridge.due():
             self.bridge.drain()

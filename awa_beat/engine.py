@@ -7,7 +7,8 @@ heap, so a pass costs nothing per schedule that is not due:
 * :meth:`Engine.run_pass` fires what is due (one batched statement per FIRE_BATCH
   schedules), refreshes from the database when the refresh interval has passed (one
   query), and returns how long to sleep: until the next due fire or the next refresh,
-  whichever is first (0 while more are due).
+  whichever is first (0 while more are due). A caller told of a change (a
+  notification) calls :meth:`Engine.refresh_soon` to refresh at the next pass.
 * Refreshing reads only rows whose ``updated_at`` moved (pauses, resumes, edits and
   fires by anyone bump it), plus a fingerprint of the whole table (count and a hash of
   the names) that reveals inserts and deletes; when the fingerprint differs from what
@@ -234,6 +235,10 @@ class Engine:
             self._next_refresh = self._now_epoch() + self.refresh_interval
             refreshed = True
         return PassReport(fired, refreshed, self.wait())
+
+    def refresh_soon(self) -> None:
+        """Refresh at the next pass (told that the table changed)."""
+        self._next_refresh = 0.0
 
     def wait(self) -> float:
         now = self._now_epoch()

@@ -11,6 +11,9 @@ States and steps::
   session (and so the lock) may be gone, so leadership ends at once.
 * :meth:`Leadership.resign` unlocks and closes the connection, so a standby takes over
   within its election interval.
+* A leader may :meth:`Leadership.listen` on the same connection and sleep in
+  :meth:`Leadership.wait` until a notification or a timeout, so that it needs no
+  wake-up to notice changes; a connection that fails there ends leadership too.
 
 The lock only keeps standbys idle. Correctness never rests on it: every fire is a
 compare-and-swap on the schedule's cursor, so even two beats that both believe they
@@ -26,6 +29,7 @@ import socket
 import time
 
 import psycopg
+import psycopg.sql
 
 from .config import AWA_MAIN_LOCK_KEY, DEFAULT_LOCK_KEY, redact
 from .errors import AwaBeatError, ConfigError, StoreError
@@ -49,6 +53,7 @@ class Leadership:
         self.lock_key = lock_key
         self.identity = f"{socket.gethostname()}:{os.getpid()}"
         self._conn: psycopg.Connection | None = None
+        self._channel: str | None = None
         self.since: float | None = None
         """Monotonic time leadership was won, or None while following."""
 
@@ -94,6 +99,46 @@ class Leadership:
             return False
         return True
 
+    @property
+    def listening(self) -> bool:
+        return self._channel is not None and self.is_leader
+
+    def listen(self, channel: str) -> bool:
+        """LISTEN on the lock's session, so :meth:`wait` wakes on ``channel``'s
+        notifications; False (and the caller should poll) if that failed."""
+        if not self.is_leader or self._conn is None:
+            return False
+        try:
+            self._conn.execute(
+                psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel)))
+        except psycopg.Error as exc:
+            logger.warning("beat: cannot LISTEN on %s, polling instead: %s", channel,
+                           str(exc).strip().splitlines()[0])
+            return False
+        self._channel = channel
+        return True
+
+    def wait(self, timeout: float) -> set[str]:
+        """Sleep up to ``timeout`` seconds, less if a notification arrives; return the
+        payloads received (empty: timed out, or leadership was lost meanwhile).
+
+        Notifications received while another statement ran on this connection were
+        kept by psycopg and are returned at once.
+        """
+        if not self.listening or self._conn is None:
+            return set()
+        try:
+            got = {n.payload for n in self._conn.notifies(timeout=max(0.0, timeout),
+                                                           stop_after=1)}
+            # More may have arrived right behind the first: take them without waiting.
+            got.update(n.payload for n in self._conn.notifies(timeout=0))
+        except psycopg.Error as exc:
+            logger.warning("beat: %s lost leadership (lock key %s): connection failed: %s",
+                           self.identity, self.lock_key, str(exc).strip().splitlines()[0])
+            self._lose()
+            return set()
+        return got
+
     def resign(self) -> None:
         """Release the lock now so a standby can take over; idempotent.
 
@@ -110,6 +155,7 @@ class Leadership:
 
     def _lose(self) -> None:
         self.since = None
+        self._channel = None
         self._drop_connection()
 
     def _connection(self) -> psycopg.Connection:
@@ -118,9 +164,8 @@ class Leadership:
                            application_name=f"awa-beat leader {os.getpid()}")
             # If this host vanishes, the server drops the session, and with it the lock,
             # in about 25 s instead of the OS default of hours.
-            for setting, value in (("tcp_keepalives_idle", 10), ("tcp_keepalives_interval", 5),
-                                   ("tcp_keepalives_count", 3)):
-                conn.execute(f"SET {setting} = {value:d}")
+            conn.execute("SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5;"
+                         " SET tcp_keepalives_count = 3")
             self._conn = conn
         return self._conn
 

@@ -42,13 +42,12 @@ KEEPALIVES = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5,
 
 def configure_session(conn: psycopg.Connection) -> None:
     """Make timestamps render as Awa renders them, whatever the server defaults are."""
-    conn.execute("SET TimeZone TO 'UTC'")
-    conn.execute("SET DateStyle TO 'ISO, MDY'")
-    # The batched fire joins and sorts one row per due schedule; keep that in memory.
-    conn.execute("SET work_mem TO '64MB'")
-    # The once-a-second refresh scans awa.cron_jobs; parallel workers for it would be
-    # started every second for nothing.
-    conn.execute("SET max_parallel_workers_per_gather TO 0")
+    # One round trip for all of them (several statements are allowed without
+    # parameters). work_mem: the batched fire joins and sorts one row per due schedule;
+    # keep that in memory. No parallel workers: the frequent refresh scans
+    # awa.cron_jobs, and workers would be started for each scan for nothing.
+    conn.execute("SET TimeZone TO 'UTC'; SET DateStyle TO 'ISO, MDY';"
+                 " SET work_mem TO '64MB'; SET max_parallel_workers_per_gather TO 0")
     # Never prepare statements server-side: a prepared statement soon runs a generic plan,
     # which cannot see how long the array parameters are. For a fire batch of 2,000 that
     # plan joins row by row (0.7 s instead of 30 ms); planning each time costs ~1 ms.
@@ -170,6 +169,10 @@ class SyncResult:
     unchanged: int
 
 
+#: See migration 0007; the payload is the table's name.
+CHANGE_CHANNEL = "awa_beat_changes"
+
+
 class Store:
     """Schedules and jobs in one PostgreSQL database, through a small connection pool.
 
@@ -191,6 +194,13 @@ class Store:
             name="awa-beat",
         )
         self.awa_owned = False
+
+    @property
+    def change_channel(self) -> str | None:
+        """The channel NOTIFYed when ``awa.cron_jobs`` changes or a job is inserted (the
+        payload names the table), or None where Awa owns those tables and they carry no
+        trigger of ours."""
+        return None if self.awa_owned else CHANGE_CHANNEL
 
     def __repr__(self) -> str:
         return f"<Store {redact(self.conninfo)}>"

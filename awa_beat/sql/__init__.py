@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
@@ -33,8 +33,13 @@ def parse_queries(text: str) -> dict[str, LiteralString]:
     return queries
 
 
+#: The package's own folder: the SQL ships as plain files beside this module (a plain
+#: path, since importlib.resources costs beat's start-up a few ms of imports).
+_HERE = Path(__file__).parent
+
+
 def _read(name: str) -> str:
-    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+    return (_HERE / name).read_text(encoding="utf-8")
 
 
 queries = parse_queries(_read("queries.sql"))
@@ -43,7 +48,7 @@ queries = parse_queries(_read("queries.sql"))
 def migration_files() -> list[tuple[int, str, LiteralString]]:
     """The migration scripts as ``(version, description, sql)``, in version order."""
     found = []
-    for entry in resources.files(__package__).joinpath("migrations").iterdir():
+    for entry in (_HERE / "migrations").iterdir():
         match = re.fullmatch(r"(\d{4})_([a-z0-9_]+)\.sql", entry.name)
         if match:
             sql = cast("LiteralString", entry.read_text(encoding="utf-8"))

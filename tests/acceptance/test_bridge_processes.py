@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from awa_beat.store import connect
+from awa_beat.store import Store, connect
 from awa_beat.testing import terminate
 from tests.brokers import BROKERS, broker_conf
 
@@ -126,3 +126,25 @@ def test_leader_killed_between_commit_and_publish_loses_nothing(setup) -> None:
     c.close()
     assert None not in orphan_ids
     assert orphan_ids <= {r["id"] for r in executed(record)}
+
+
+def test_an_idle_leader_publishes_a_manual_trigger_at_once(setup) -> None:
+    url, record, procs = setup
+    procs.worker()
+    procs.beat("idle", BRIDGEAPP_SCHEDULE="idle")
+
+    def leading() -> bool:
+        with connect(url) as c:
+            return bool(c.execute("SELECT count(*) FROM awa_beat.beats WHERE role = 'leader'"
+                                  ).fetchone()[0])
+
+    try:
+        wait_for(leading, 30, "a leader")
+        with Store(url) as store:
+            store.trigger("yearly")
+        # Nothing else is due for a year: only the job's notification can wake the leader
+        # before its one-minute look for jobs fired elsewhere.
+        wait_for(lambda: any(r["args"] == ["yearly"] for r in executed(record)), 20,
+                 "the triggered task executed")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{procs.logs()}") from None

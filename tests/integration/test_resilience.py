@@ -176,3 +176,28 @@ def test_backend_cleanup_is_added_for_celery_dispatch_only_and_per_deployment() 
     assert set(configured_entries(app, Settings(dispatch=None, deployment="proj"))) == {"a"}
     assert set(configured_entries(app, Settings(dispatch="celery", deployment="proj"))) == {
         "a", "proj.celery.backend_cleanup"}
+
+
+def test_a_listening_leader_wakes_on_notify_and_loses_the_lead_with_its_session(
+        db_url: str, conn) -> None:
+    leadership = Leadership(db_url, lock_key=7_000_001)
+    try:
+        assert leadership.try_acquire() and leadership.listen("awa_beat_test")
+        with conn.transaction():  # delivered together, at commit
+            conn.execute("NOTIFY awa_beat_test, 'cron_jobs'")
+            conn.execute("NOTIFY awa_beat_test, 'jobs'")
+        assert leadership.wait(5) == {"cron_jobs", "jobs"}
+        assert leadership.wait(0) == set()
+        pid = leadership._conn.info.backend_pid
+
+        def terminate() -> None:
+            with connect(db_url) as other:
+                other.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+        timer = threading.Timer(0.3, terminate)
+        timer.start()
+        assert leadership.wait(30) == set()  # ended by the lost session, not the timeout
+        timer.join()
+        assert not leadership.is_leader and not leadership.listening
+    finally:
+        leadership.resign()

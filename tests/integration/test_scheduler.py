@@ -156,3 +156,70 @@ def test_a_tick_after_close_does_nothing(db_url: str) -> None:
     scheduler.close()
     assert scheduler.tick() == scheduler.max_interval
     scheduler.close()  # idempotent
+
+
+YEARLY = {"yearly": {"task": "t", "schedule": crontab(minute=0, hour=0, day_of_month=1,
+                                                      month_of_year=1)}}
+
+
+def _lead(scheduler: Scheduler) -> None:
+    """Win the election, then the tick that reports the new leader's heartbeat."""
+    scheduler.tick()
+    assert scheduler.leadership.is_leader
+    scheduler.tick()
+
+
+def test_an_idle_leader_sleeps_until_a_change_wakes_it(db_url: str, layout: str,
+                                                        monkeypatch) -> None:
+    import threading
+
+    # Pings every 2 s, so that no tick here sleeps longer than that.
+    scheduler = Scheduler(app=make_app(db_url, YEARLY, awa_beat_ping_interval=2))
+    try:
+        _lead(scheduler)
+        if layout == "awa":
+            # Awa's tables carry no trigger of ours: the leader polls every second.
+            assert not scheduler.leadership.listening
+            assert 0 <= scheduler.tick() <= 1.0
+            return
+        assert scheduler.leadership.listening
+        store = scheduler.store
+        refreshes = []
+        real_changes = store.changes
+        monkeypatch.setattr(store, "changes",
+                            lambda *a, **k: refreshes.append(1) or real_changes(*a, **k))
+        woken_by = []
+        real_wait = scheduler.leadership.wait
+        monkeypatch.setattr(scheduler.leadership, "wait",
+                            lambda t: woken_by.append(real_wait(t)) or woken_by[-1])
+        changed = threading.Event()
+
+        def pause_elsewhere() -> None:
+            with connect(db_url) as other:
+                other.execute("UPDATE awa.cron_jobs SET paused_at = now(), "
+                              "paused_by = 'test', updated_at = now() WHERE name = 'yearly'")
+            changed.set()
+
+        timer = threading.Timer(0.5, pause_elsewhere)
+        timer.start()
+        assert scheduler.tick() == 0.0
+        timer.join()
+        # It slept through the half second without polling, until the notification.
+        assert changed.is_set() and refreshes == []
+        assert woken_by == [{"cron_jobs"}]
+        scheduler.tick()
+        assert refreshes == [1]
+        assert scheduler.engine.rows()[0].paused_at is not None
+    finally:
+        scheduler.close()
+
+
+def test_an_injected_clock_never_blocks_a_tick(db_url: str, layout: str) -> None:
+    scheduler = Scheduler(app=make_app(db_url, YEARLY),
+                          clock=Clock(datetime.now(UTC).replace(microsecond=0)))
+    try:
+        _lead(scheduler)
+        assert not scheduler.leadership.listening
+        assert scheduler.tick() > 0  # Celery (here: the test) does the sleeping
+    finally:
+        scheduler.close()
