@@ -32,7 +32,7 @@ from .engine import Engine, utcnow
 from .errors import AwaBeatError, ConfigError, SchemaError, StoreError
 from .leader import Leadership
 from .spec import specs_from_beat_schedule
-from .store import FireResult, Store, SyncBatch
+from .store import FireResult, Store, SyncBatch, process_identity
 
 logger = logging.getLogger("awa_beat.beat")
 #: Seconds between two heartbeats of a beat process in awa_beat.beats (`awa-beat status`
@@ -139,7 +139,10 @@ class Scheduler(beat.Scheduler):
             return self.max_interval  # closed (Celery may tick once more on its way out)
         assert self.leadership is not None and self.engine is not None
         now = time.monotonic()
-        self._heartbeat(now)
+        if self._next_election:
+            # Not before the first election: its outcome is what `status` should show,
+            # and the first fire should not wait for it.
+            self._heartbeat(now)
         if not self.leadership.is_leader:
             if now < self._next_election or self.engine.loaded:
                 # Not at the first tick: a first election loads the view if it wins.
@@ -178,7 +181,9 @@ class Scheduler(beat.Scheduler):
                 # schedule never holds up firing; the refresh picks up what changed.
                 self._resync = list(self._batches)
             if self._resync:
-                self.store.sync(self._resync.pop())
+                synced = self.store.sync(self._resync.pop())
+                if synced.inserted or synced.updated:
+                    self.engine.refresh_soon()  # our own writes notify no one
             self.engine.run_pass()
             more = self._dispatch(now)
         except StoreError as exc:
@@ -198,7 +203,11 @@ class Scheduler(beat.Scheduler):
         wait = min(wait, self._next_heartbeat - now)
         if self.bridge is not None:
             wait = min(wait, self._next_outbox_check - now, self.bridge.next_wake() - now)
-        changed = self.leadership.wait(wait)
+        # Our own writes are passed over: the engine holds what it fired, the bridge
+        # knows its own jobs are pending, and a resync that changed rows said so above.
+        changed = {table for table, _, origin in
+                   (payload.partition(" ") for payload in self.leadership.wait(wait))
+                   if origin != self.store.origin}
         if "cron_jobs" in changed:
             self.engine.refresh_soon()
         if "jobs" in changed and self.bridge is not None:
@@ -255,7 +264,7 @@ class Scheduler(beat.Scheduler):
             self.database_url = embedded_database_url(data_dir)
             logger.warning("beat: no awa_beat_database_url / AWA_BEAT_DATABASE_URL set; using "
                            "an embedded PostgreSQL in %s, for trying things out only", data_dir)
-        self.store = Store(self.database_url).open()
+        self.store = Store(self.database_url, origin=process_identity()).open()
         try:
             self.store.check_schema()  # needs no CREATE privilege once migrated
         except SchemaError:

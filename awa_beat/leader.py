@@ -26,7 +26,6 @@ import contextlib
 import logging
 import os
 import select
-import socket
 import time
 
 import psycopg
@@ -34,7 +33,7 @@ import psycopg.sql
 
 from .config import AWA_MAIN_LOCK_KEY, DEFAULT_LOCK_KEY, redact
 from .errors import AwaBeatError, ConfigError, StoreError
-from .store import connect
+from .store import connect, process_identity
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +51,7 @@ class Leadership:
             raise ConfigError("awa_beat_lock_key must not be Awa's own lock key (AWA_MAIN)")
         self.conninfo = conninfo
         self.lock_key = lock_key
-        self.identity = f"{socket.gethostname()}:{os.getpid()}"
+        self.identity = process_identity()
         self._conn: psycopg.Connection | None = None
         self._channel: str | None = None
         self.since: float | None = None

@@ -9,8 +9,11 @@ here and never leak further.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import os
+import socket
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -40,14 +43,22 @@ KEEPALIVES = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5,
               "keepalives_count": 3}
 
 
-def configure_session(conn: psycopg.Connection) -> None:
-    """Make timestamps render as Awa renders them, whatever the server defaults are."""
-    # One round trip for all of them (several statements are allowed without
-    # parameters). work_mem: the batched fire joins and sorts one row per due schedule;
-    # keep that in memory. No parallel workers: the frequent refresh scans
-    # awa.cron_jobs, and workers would be started for each scan for nothing.
-    conn.execute("SET TimeZone TO 'UTC'; SET DateStyle TO 'ISO, MDY';"
-                 " SET work_mem TO '64MB'; SET max_parallel_workers_per_gather TO 0")
+def process_identity() -> str:
+    """``host:pid`` of this process: how beat names itself in its bookkeeping."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def configure_session(conn: psycopg.Connection, origin: str = "") -> None:
+    """Make timestamps render as Awa renders them, whatever the server defaults are, and
+    tag the session with ``origin`` (the change notifications carry it)."""
+    # One round trip for all of them. work_mem: the batched fire joins and sorts one row
+    # per due schedule; keep that in memory. No parallel workers: the frequent refresh
+    # scans awa.cron_jobs, and workers would be started for each scan for nothing.
+    conn.execute("SELECT set_config('TimeZone', 'UTC', false),"
+                 " set_config('DateStyle', 'ISO, MDY', false),"
+                 " set_config('work_mem', '64MB', false),"
+                 " set_config('max_parallel_workers_per_gather', '0', false),"
+                 " set_config('awa_beat.origin', %s, false)", (origin,))
     # Never prepare statements server-side: a prepared statement soon runs a generic plan,
     # which cannot see how long the array parameters are. For a fire batch of 2,000 that
     # plan joins row by row (0.7 s instead of 30 ms); planning each time costs ~1 ms.
@@ -181,14 +192,16 @@ class Store:
     """
 
     def __init__(self, conninfo: str, *, min_size: int = 1, max_size: int = 4,
-                 timeout: float = POOL_TIMEOUT) -> None:
+                 timeout: float = POOL_TIMEOUT, origin: str = "") -> None:
         self.conninfo = conninfo
+        self.origin = origin
+        """Tags this store's writes in change notifications (see :attr:`change_channel`)."""
         self._pool = ConnectionPool(
             conninfo,
             min_size=min_size,
             max_size=max_size,
             open=False,
-            configure=configure_session,
+            configure=functools.partial(configure_session, origin=origin),
             kwargs={"autocommit": True, **KEEPALIVES},
             timeout=timeout,
             name="awa-beat",
@@ -198,8 +211,8 @@ class Store:
     @property
     def change_channel(self) -> str | None:
         """The channel NOTIFYed when ``awa.cron_jobs`` changes or a job is inserted (the
-        payload names the table), or None where Awa owns those tables and they carry no
-        trigger of ours."""
+        payload: the table's name, a space, the writer's origin), or None where Awa owns
+        those tables and they carry no trigger of ours."""
         return None if self.awa_owned else CHANGE_CHANNEL
 
     def __repr__(self) -> str:

@@ -206,7 +206,7 @@ def test_an_idle_leader_sleeps_until_a_change_wakes_it(db_url: str, layout: str,
         timer.join()
         # It slept through the half second without polling, until the notification.
         assert changed.is_set() and refreshes == []
-        assert woken_by == [{"cron_jobs"}]
+        assert woken_by == [{"cron_jobs "}]  # the table, and no origin: not beat's
         scheduler.tick()
         assert refreshes == [1]
         assert scheduler.engine.rows()[0].paused_at is not None
@@ -221,5 +221,46 @@ def test_an_injected_clock_never_blocks_a_tick(db_url: str, layout: str) -> None
         _lead(scheduler)
         assert not scheduler.leadership.listening
         assert scheduler.tick() > 0  # Celery (here: the test) does the sleeping
+    finally:
+        scheduler.close()
+
+
+def _spy_refreshes(monkeypatch, scheduler: Scheduler) -> list[int]:
+    calls: list[int] = []
+    real = scheduler.store.changes
+    monkeypatch.setattr(scheduler.store, "changes",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    return calls
+
+
+def test_a_listening_leader_passes_over_its_own_fires(db_url: str, conn, layout: str,
+                                                       monkeypatch) -> None:
+    if layout == "awa":
+        pytest.skip("Awa's tables send no notifications")
+    scheduler = Scheduler(app=make_app(db_url, {"t": {"task": "t", "schedule": 1}},
+                                       awa_beat_ping_interval=2))
+    try:
+        _lead(scheduler)
+        refreshes = _spy_refreshes(monkeypatch, scheduler)
+        before = len(jobs(conn))
+        while len(jobs(conn)) < before + 2:
+            scheduler.tick()
+        # Each fire notified, but the notifications were beat's own: nothing to re-read.
+        assert refreshes == []
+    finally:
+        scheduler.close()
+
+
+def test_a_resync_that_changed_rows_is_re_read(db_url: str, conn, layout: str,
+                                              monkeypatch) -> None:
+    scheduler = Scheduler(app=make_app(db_url, YEARLY, awa_beat_ping_interval=2))
+    try:
+        _lead(scheduler)
+        conn.execute("UPDATE awa.cron_jobs SET cron_expr = '0 0 2 2 *', updated_at = now()")
+        scheduler.engine.refresh()  # the leader now holds the edited row
+        assert scheduler.engine.rows()[0].cron_expr == "0 0 2 2 *"
+        scheduler._next_sync = 0
+        scheduler.tick()  # re-asserts the configuration: a write of its own
+        assert scheduler.engine.rows()[0].cron_expr == "0 0 1 1 *"
     finally:
         scheduler.close()
