@@ -41,7 +41,7 @@ from kombu.common import maybe_declare
 from kombu.serialization import dumps, loads, registry
 
 from .amqp_properties import EncodedMessage, HeaderTable
-from .errors import StoreError
+from .errors import StoreError, first_line
 from .store import Store
 
 logger = logging.getLogger("awa_beat.bridge")
@@ -556,8 +556,7 @@ class Bridge:
         if self._failures == 0:
             logger.error("bridge: cannot publish to the broker (%s); jobs keep firing into "
                          "awa.jobs and will be published in order when it is back",
-                         str(exc).strip().splitlines()[0] if str(exc).strip() else
-                         type(exc).__name__)
+                         first_line(exc))
         self._failures += 1
         delay = min(30.0, 2.0 ** (self._failures - 1))
         self._retry_at = time.monotonic() + delay

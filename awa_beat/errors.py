@@ -51,3 +51,9 @@ class NotFound(StoreError):
 
 class ConfigError(AwaBeatError):
     """A configuration value is missing or invalid."""
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type's name if it has none): what
+    a one-line log entry or user-facing error shows of a driver's or broker's error."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

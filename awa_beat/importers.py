@@ -36,7 +36,7 @@ from typing import Any, Union
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from zoneinfo import ZoneInfo
 
-from .errors import AwaBeatError, ValidationError
+from .errors import AwaBeatError, ValidationError, first_line
 from .spec import AWA_BEAT_OPTION, ScheduleSpec, specs_from_beat_schedule
 
 UTC = timezone.utc
@@ -144,7 +144,7 @@ def load_app(spec: str) -> Any:
         app = find_app(spec)
     except Exception as exc:  # the user's module may raise anything at import time
         raise SourceError(f"cannot load the Celery app {spec!r}: "
-                          f"{type(exc).__name__}: {_first_line(exc)}") from None
+                          f"{type(exc).__name__}: {first_line(exc)}") from None
     if not isinstance(app, Celery):
         raise SourceError(f"{spec!r} is a {type(app).__name__}, not a Celery app")
     return app
@@ -227,7 +227,7 @@ def read_django(url: str) -> DjangoTables:
                     rows[key] = []
     except psycopg.Error as exc:
         raise SourceError(f"reading django-celery-beat's tables in {redact(url)} failed: "
-                          f"{_first_line(exc)}") from None
+                          f"{first_line(exc)}") from None
     finally:
         conn.close()
     rows["tasks"].sort(key=lambda r: r["name"])
@@ -446,7 +446,7 @@ def read_redbeat(url: str, key_prefix: str = "redbeat:") -> list[RedBeatRecord]:
         client = redis.Redis.from_url(url, decode_responses=True, socket_connect_timeout=5,
                                       socket_timeout=30)
     except (ValueError, TypeError) as exc:
-        raise SourceError(f"the Redis URL {shown} is malformed: {_first_line(exc)}") from None
+        raise SourceError(f"the Redis URL {shown} is malformed: {first_line(exc)}") from None
     own = {f"{key_prefix}:schedule", f"{key_prefix}:statics", f"{key_prefix}:lock"}
     pattern = re.sub(r"([*?\[\]\\])", r"\\\1", key_prefix) + "*"
     try:
@@ -465,7 +465,7 @@ def read_redbeat(url: str, key_prefix: str = "redbeat:") -> list[RedBeatRecord]:
                 records.append(RedBeatRecord(key, values[0], values[1]))
     except redis.RedisError as exc:
         raise SourceError(f"cannot read RedBeat entries from Redis at {shown}: "
-                          f"{_first_line(exc)}") from None
+                          f"{first_line(exc)}") from None
     finally:
         client.close()
     return records
@@ -492,7 +492,7 @@ def _redbeat_entry(record: RedBeatRecord, key_prefix: str, default_tz: str,
             raise ValueError("not a JSON object")
     except Exception as exc:  # RedBeat's own decoder would fail on it too
         return NotCarried(name, f"its definition cannot be decoded: {type(exc).__name__}: "
-                          f"{_first_line(exc)}")
+                          f"{first_line(exc)}")
     name = str(definition.get("name") or name)
     if definition.get("task") == BACKEND_CLEANUP and name == BACKEND_CLEANUP:
         return NotCarried(name, BACKEND_CLEANUP_REASON)
@@ -506,7 +506,7 @@ def _redbeat_entry(record: RedBeatRecord, key_prefix: str, default_tz: str,
         last_run_at = meta.get("last_run_at") if isinstance(meta, dict) else None
     except Exception as exc:
         return NotCarried(name, f"its meta (last run) cannot be decoded: "
-                          f"{type(exc).__name__}: {_first_line(exc)}")
+                          f"{type(exc).__name__}: {first_line(exc)}")
     entry = {key: definition[key] for key in ("task", "schedule", "args", "kwargs", "options")
              if key in definition}
     return convert(name, entry, cursor=utc_cursor(last_run_at),
@@ -552,7 +552,7 @@ def read_schedule_file(path: str) -> ScheduleFile:
         raise
     except Exception as exc:  # dbm and pickle errors of every kind
         raise SourceError(f"cannot read {path}: {type(exc).__name__}: "
-                          f"{_first_line(exc)}") from None
+                          f"{first_line(exc)}") from None
     if not isinstance(entries, Mapping):
         raise SourceError(f"{path}: 'entries' is a {type(entries).__name__}, not a dict")
     return ScheduleFile(dict(entries), tz if isinstance(tz, str) else None,
@@ -568,7 +568,7 @@ def _unpickle_entries(store: Any, path: str) -> Any:
     except Exception as exc:  # anything unpickling may raise
         raise SourceError(
             f"cannot unpickle the entries of {path}: {type(exc).__name__}: "
-            f"{_first_line(exc)} (pass -A with the app whose beat wrote it, and run from "
+            f"{first_line(exc)} (pass -A with the app whose beat wrote it, and run from "
             "its directory)") from None
 
 
@@ -730,7 +730,3 @@ def _diff(path: str, old: Any, new: Any, out: dict[str, tuple[Any, Any]]) -> Non
 def _normal(value: Any) -> Any:
     """Values as JSONB would compare them (tuples are lists; 1 and 1.0 are equal)."""
     return json.loads(json.dumps(value, sort_keys=True, default=str))
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

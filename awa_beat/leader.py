@@ -32,7 +32,7 @@ import psycopg
 import psycopg.sql
 
 from .config import AWA_MAIN_LOCK_KEY, DEFAULT_LOCK_KEY, redact
-from .errors import AwaBeatError, ConfigError, StoreError
+from .errors import AwaBeatError, ConfigError, StoreError, first_line
 from .store import connect, process_identity
 
 logger = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class Leadership:
         except (psycopg.Error, StoreError) as exc:
             self._drop_connection()
             logger.warning("beat: election attempt failed on %s: %s",
-                           redact(self.conninfo), str(exc).strip().splitlines()[0])
+                           redact(self.conninfo), first_line(exc))
             return False
         self.since = time.monotonic()
         logger.info("beat: %s is now the leader (lock key %s)", self.identity, self.lock_key)
@@ -94,7 +94,7 @@ class Leadership:
             self._conn.execute("SELECT 1")
         except psycopg.Error as exc:
             logger.warning("beat: %s lost leadership (lock key %s): ping failed: %s",
-                           self.identity, self.lock_key, str(exc).strip().splitlines()[0])
+                           self.identity, self.lock_key, first_line(exc))
             self._lose()
             return False
         return True
@@ -113,7 +113,7 @@ class Leadership:
                 psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel)))
         except psycopg.Error as exc:
             logger.warning("beat: cannot LISTEN on %s, polling instead: %s", channel,
-                           str(exc).strip().splitlines()[0])
+                           first_line(exc))
             return False
         self._channel = channel
         return True
@@ -141,7 +141,7 @@ class Leadership:
                 select.select([conn.fileno()], [], [], remaining)
         except psycopg.Error as exc:
             logger.warning("beat: %s lost leadership (lock key %s): connection failed: %s",
-                           self.identity, self.lock_key, str(exc).strip().splitlines()[0])
+                           self.identity, self.lock_key, first_line(exc))
             self._lose()
             return set()
 

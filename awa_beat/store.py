@@ -27,7 +27,7 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from . import schema
 from .config import redact
-from .errors import NotFound, StoreError
+from .errors import NotFound, StoreError, first_line
 from .sql import queries
 
 if TYPE_CHECKING:
@@ -70,13 +70,9 @@ def connect(conninfo: str, **kwargs: Any) -> psycopg.Connection:
     try:
         conn = psycopg.connect(conninfo, autocommit=True, **{**KEEPALIVES, **kwargs})
     except psycopg.Error as exc:
-        raise StoreError(f"cannot connect to {redact(conninfo)}: {_first_line(exc)}") from None
+        raise StoreError(f"cannot connect to {redact(conninfo)}: {first_line(exc)}") from None
     configure_session(conn)
     return conn
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 @contextmanager
@@ -85,7 +81,7 @@ def wrap_errors(action: str) -> Iterator[None]:
     try:
         yield
     except psycopg.Error as exc:
-        raise StoreError(f"{action} failed: {_first_line(exc)}") from exc
+        raise StoreError(f"{action} failed: {first_line(exc)}") from exc
 
 
 @dataclass(frozen=True)
@@ -247,7 +243,7 @@ class Store:
                 yield conn
         except (PoolTimeout, PoolClosed) as exc:
             # No connection could be had (the database is down, or the store was closed).
-            raise StoreError(f"no database connection: {_first_line(exc)}") from exc
+            raise StoreError(f"no database connection: {first_line(exc)}") from exc
 
     # -- schema ----------------------------------------------------------------------
 
@@ -296,7 +292,7 @@ class Store:
                     conn.execute("ANALYZE awa.cron_jobs")
         except psycopg.Error as exc:  # not the table's owner
             logger.info("awa-beat: cannot ANALYZE awa.cron_jobs (%s); relying on autovacuum",
-                        _first_line(exc))
+                        first_line(exc))
             return False
         return bool(stale)
 
@@ -503,10 +499,10 @@ class Store:
         try:
             result.jobs = self._fire_batch(requests)
         except psycopg.OperationalError as exc:
-            raise StoreError(f"firing failed: {_first_line(exc)}") from exc
+            raise StoreError(f"firing failed: {first_line(exc)}") from exc
         except psycopg.Error as exc:
             if len(requests) == 1:
-                result.failed[requests[0].name] = _first_line(exc)
+                result.failed[requests[0].name] = first_line(exc)
                 return result
             for request in requests:
                 single = self.fire([request])
