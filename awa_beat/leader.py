@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import select
+import selectors
 import time
 
 import psycopg
@@ -136,9 +136,12 @@ class Leadership:
                 remaining = deadline - time.monotonic()
                 if got or remaining <= 0:
                     return got
-                # Our own select, not notifies(timeout=...): psycopg's wait wakes every
-                # 100 ms, ten wake-ups a second of an idle process.
-                select.select([conn.fileno()], [], [], remaining)
+                # Our own wait, not notifies(timeout=...): psycopg's wakes every 100 ms,
+                # ten wake-ups a second of an idle process. A selector, not select(),
+                # which refuses descriptors above 1023.
+                with selectors.DefaultSelector() as selector:
+                    selector.register(conn.fileno(), selectors.EVENT_READ)
+                    selector.select(remaining)
         except psycopg.Error as exc:
             logger.warning("beat: %s lost leadership (lock key %s): connection failed: %s",
                            self.identity, self.lock_key, first_line(exc))
