@@ -114,7 +114,6 @@ class Scheduler(beat.Scheduler):
         self._outage = False
         self._next_heartbeat = 0.0
         self._next_outbox_check = 0.0
-        self._outbox_interval = OUTBOX_CHECK_INTERVAL
         self._next_standby_refresh = 0.0
         self._resync: list[SyncBatch] = []
         self._batches: list[SyncBatch] = []
@@ -317,8 +316,6 @@ class Scheduler(beat.Scheduler):
                     and self.leadership.listen(channel))
         self.engine.refresh_interval = (NOTIFIED_REFRESH_INTERVAL if notified
                                         else POLL_REFRESH_INTERVAL)
-        self._outbox_interval = (NOTIFIED_OUTBOX_CHECK_INTERVAL if notified
-                                 else OUTBOX_CHECK_INTERVAL)
 
     def _warm_standby(self, now: float) -> None:
         """Keep a standby's view of the table current, so that taking over costs one
@@ -372,7 +369,10 @@ class Scheduler(beat.Scheduler):
         if now >= self._next_outbox_check:
             # Jobs fired by another process (a manual trigger, another deployment's
             # leader) are found this way; our own fires set `pending` at once.
-            self._next_outbox_check = now + self._outbox_interval
+            assert self.leadership is not None
+            self._next_outbox_check = now + (NOTIFIED_OUTBOX_CHECK_INTERVAL
+                                             if self.leadership.listening
+                                             else OUTBOX_CHECK_INTERVAL)
             self.bridge.pending = True
         if self.bridge.due():
             self.bridge.drain()

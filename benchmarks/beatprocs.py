@@ -22,6 +22,10 @@ from awa_beat.testing import terminate, wait_for  # noqa: F401 - the scripts tak
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+# Nanosecond CPU time per thread where the kernel keeps it; else 10 ms ticks.
+SCHEDSTAT = Path("/proc/self/schedstat").exists() and int(
+    Path("/proc/self/schedstat").read_text().split()[0]) > 0
 
 
 class Beats:
@@ -57,6 +61,21 @@ class Beats:
         terminate(self.procs, 15)
 
 
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds of the process so far: every live thread's run time from schedstat
+    (nanoseconds), or utime + stime in 10 ms ticks where schedstat is off."""
+    if SCHEDSTAT:
+        total = 0
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                total += int((task / "schedstat").read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue  # the thread ended meanwhile
+        return total / 1e9
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
 def fires(conn: psycopg.Connection, after: datetime | None = None

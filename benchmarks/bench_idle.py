@@ -6,11 +6,11 @@
 Per layout: starts one beat process (benchmarks/lagapp.py) with ``--background`` daily
 crontabs that never fire during the run, waits until it leads and has settled, then
 over ``--seconds`` reads the process's CPU time (every thread's run time from
-/proc/PID/task/*/schedstat, in nanoseconds) and its main thread's voluntary context
-switches (about one per wake-up from sleep). On the standalone schema the leader sleeps
-on its lock session until a notification or its next heartbeat, ping or resync; where
-Awa owns the tables it polls every second, which is also what every layout did before
-change notifications.
+/proc/PID/task/*/schedstat, in nanoseconds, as the peer harness reads it) and its main
+thread's voluntary context switches (about one per wake-up from sleep). On the
+standalone schema the leader sleeps on its lock session until a notification or its
+next heartbeat, ping or resync; where Awa owns the tables it polls every second, which
+is also what every layout did before change notifications.
 
 The peer harness (benchmarks/peers/run.py) measures idle CPU only over the few seconds
 between a beat's start-up and its burst; this measures whole minutes.
@@ -27,18 +27,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from beatprocs import Beats, wait_for
+from beatprocs import Beats, cpu_seconds, wait_for
 
 from awa_beat.store import connect
 from awa_beat.testing import TempDatabases, server_url
-
-
-def cpu_ns(pid: int) -> int:
-    """Run time of every thread of ``pid`` so far, in nanoseconds."""
-    total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        total += int((task / "schedstat").read_text().split()[0])
-    return total
 
 
 def wakeups(pid: int) -> int:
@@ -66,15 +58,15 @@ def measure(dbs: TempDatabases, layout: str, args: argparse.Namespace, logs: Pat
 
         wait_for(leading, 120, "a leader", interval=0.1)
         time.sleep(args.settle)
-        t0, cpu0, wake0 = time.monotonic(), cpu_ns(proc.pid), wakeups(proc.pid)
+        t0, cpu0, wake0 = time.monotonic(), cpu_seconds(proc.pid), wakeups(proc.pid)
         time.sleep(args.seconds)
-        t1, cpu1, wake1 = time.monotonic(), cpu_ns(proc.pid), wakeups(proc.pid)
+        t1, cpu1, wake1 = time.monotonic(), cpu_seconds(proc.pid), wakeups(proc.pid)
         if proc.poll() is not None:
             sys.exit(f"beat exited with {proc.returncode}\n{beats.tail()}")
     finally:
         beats.stop_all()
     minutes = (t1 - t0) / 60
-    return (cpu1 - cpu0) / 1e9 / minutes, (wake1 - wake0) / minutes
+    return (cpu1 - cpu0) / minutes, (wake1 - wake0) / minutes
 
 
 def main() -> None:

@@ -70,13 +70,12 @@ from kombu import Connection, Exchange, Producer, Queue
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE.parent))
+
+from beatprocs import CLK_TCK, SCHEDSTAT, cpu_seconds  # noqa: E402
 
 from awa_beat.testing import TempDatabases, server_url  # noqa: E402
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-# Nanosecond CPU time per thread where the kernel keeps it; else 10 ms ticks.
-SCHEDSTAT = Path("/proc/self/schedstat").exists() and int(
-    Path("/proc/self/schedstat").read_text().split()[0]) > 0
 PEERS = {
     "awa": ("awa-beat", "awa_beat.Scheduler"),
     "persistent": ("PersistentScheduler", "celery.beat:PersistentScheduler"),
@@ -86,21 +85,6 @@ PEERS = {
 
 
 # -- helpers ---------------------------------------------------------------------------------------
-
-def cpu_seconds(pid: int) -> float:
-    """CPU seconds of the process so far: every live thread's run time from schedstat
-    (nanoseconds), or utime + stime in 10 ms ticks where schedstat is off."""
-    if SCHEDSTAT:
-        total = 0
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            try:
-                total += int((task / "schedstat").read_text().split()[0])
-            except (OSError, ValueError, IndexError):
-                continue  # the thread ended meanwhile
-        return total / 1e9
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
 
 def peak_rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():

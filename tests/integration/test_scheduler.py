@@ -183,11 +183,7 @@ def test_an_idle_leader_sleeps_until_a_change_wakes_it(db_url: str, layout: str,
             assert 0 <= scheduler.tick() <= 1.0
             return
         assert scheduler.leadership.listening
-        store = scheduler.store
-        refreshes = []
-        real_changes = store.changes
-        monkeypatch.setattr(store, "changes",
-                            lambda *a, **k: refreshes.append(1) or real_changes(*a, **k))
+        refreshes = _spy_refreshes(monkeypatch, scheduler)
         woken_by = []
         real_wait = scheduler.leadership.wait
         monkeypatch.setattr(scheduler.leadership, "wait",
