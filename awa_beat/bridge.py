@@ -40,7 +40,7 @@ from kombu import Connection, Producer
 from kombu.common import maybe_declare
 from kombu.serialization import dumps, loads, registry
 
-from .amqp_properties import EncodedMessage, HeaderTable
+from .amqp_publish import EncodedMessage, HeaderTable, coalesced_writes
 from .errors import StoreError, first_line
 from .store import Store
 
@@ -229,23 +229,31 @@ class _Publisher:
     def send(self, messages: Sequence[Prepared]) -> int:
         """Publish ``messages`` without waiting; returns the mark to pass to :meth:`wait`."""
         self.open()
+        assert self.conn is not None
         channel = self.channel
         for m in messages:
+            # Before publishing anything: a declare waits for the broker's answer, which
+            # must not sit behind writes that are being gathered.
             for entity in m.declare:
                 if entity not in self._declared:
                     maybe_declare(entity, channel, retry=False)
                     self._declared.add(entity)
-            if self.encodes and m.table is not None:
-                # py-amqp's channel: the headers a copy shares with its template are
-                # encoded once (what prepare_message builds, with cheaper encoding).
-                message = EncodedMessage(m.body, m.table, priority=m.priority,
-                                         content_type=m.content_type,
-                                         content_encoding=m.content_encoding,
-                                         application_headers=m.headers, **m.properties)
-            else:
-                message = channel.prepare_message(m.body, m.priority, m.content_type,
-                                                  m.content_encoding, m.headers, m.properties)
-            channel.basic_publish(message, exchange=m.exchange, routing_key=m.routing_key)
+        with (coalesced_writes(self.conn.connection.transport) if self.encodes
+              else contextlib.nullcontext()):
+            for m in messages:
+                if self.encodes and m.table is not None:
+                    # py-amqp's channel: the headers a copy shares with its template are
+                    # encoded once (what prepare_message builds, with cheaper encoding).
+                    message = EncodedMessage(m.body, m.table, priority=m.priority,
+                                             content_type=m.content_type,
+                                             content_encoding=m.content_encoding,
+                                             application_headers=m.headers, **m.properties)
+                else:
+                    message = channel.prepare_message(m.body, m.priority, m.content_type,
+                                                      m.content_encoding, m.headers,
+                                                      m.properties)
+                channel.basic_publish(message, exchange=m.exchange,
+                                      routing_key=m.routing_key)
         if self.confirms:
             self._tag += len(messages)
         return self._tag
@@ -343,6 +351,7 @@ class Bridge:
         self._templates: dict[tuple[str, str], Prepared] = {}
         self._plans: dict[tuple[str, str], _Plan] = {}
         self._calls: dict[tuple[int, str], tuple[str, str, Any]] = {}
+        self._repr_limits: tuple[int, int, int] | None = None
         self._marker = _Marker(store)
         self._resume_after = _START
         """Where the next drain starts: the key after the last job a drain published."""
@@ -425,16 +434,21 @@ class Bridge:
         if parts is not None:
             return parts
         args, kwargs = _call(call)
-        amqp, conf = self.app.amqp, self.app.conf
-        # task_repr_maxlevels is new in Celery 5.7; older versions use saferepr's default.
-        levels = conf.get("task_repr_maxlevels", 3)
+        if self._repr_limits is None:
+            # Read once: each look-up in Celery's settings costs a few microseconds.
+            # task_repr_maxlevels is new in Celery 5.7; older versions use saferepr's
+            # default.
+            amqp = self.app.amqp
+            self._repr_limits = (amqp.argsrepr_maxsize, amqp.kwargsrepr_maxsize,
+                                 self.app.conf.get("task_repr_maxlevels", 3))
+        args_max, kwargs_max, levels = self._repr_limits
         if template.embed is None:
             template.embed = loads(template.body, template.content_type,
                                    template.content_encoding)[2]
         _, _, body = dumps((args, kwargs, template.embed),
                            serializer=registry.type_to_name[template.content_type])
-        parts = (_saferepr(args, amqp.argsrepr_maxsize, levels),
-                 _saferepr(kwargs, amqp.kwargsrepr_maxsize, levels), body)
+        parts = (_saferepr(args, args_max, levels), _saferepr(kwargs, kwargs_max, levels),
+                 body)
         if len(self._calls) >= CALL_CACHE_SIZE:
             self._calls.clear()
         self._calls[key] = parts

@@ -15,6 +15,7 @@ from celery.beat import ScheduleEntry
 from celery.beat import Scheduler as CeleryScheduler
 from kombu import Connection
 
+from awa_beat.amqp_publish import coalesced_writes
 from awa_beat.bridge import Bridge, task_id_for
 from awa_beat.spec import spec_from_entry
 from awa_beat.store import FireRequest, Store, connect
@@ -330,3 +331,51 @@ def test_messages_copied_from_a_template_equal_what_celery_builds(app: Celery,
             assert abs(int(copy.properties["expiration"]) -
                        int(fresh.properties["expiration"])) < 2000
     templated.close()
+
+
+def test_a_batch_reaches_the_socket_in_a_few_writes_whole_and_in_order(
+    app: Celery, standalone: Store
+) -> None:
+    if app.broker_kind != "rabbitmq":  # type: ignore[attr-defined]
+        pytest.skip("counts writes to py-amqp's transport")
+    queue = app.conf.task_default_queue
+    names = [f"s{i:03d}" for i in range(300)]
+    register(standalone, app, {name: {"task": "t.x", "schedule": 60, "args": [name],
+                                      "options": {"queue": queue}} for name in names})
+    fire(standalone, names)
+    bridge = Bridge(app, standalone, deployment="bt")
+    bridge._publisher.open()
+    transport = bridge._publisher.conn.connection.transport
+    sendall, writes = transport._write, []
+
+    def counted(data: Any) -> None:
+        writes.append(len(data))
+        sendall(data)
+
+    transport._write = counted
+    assert bridge.drain() == 300
+    # The queue's declaration, then the batch: without the gathering, a write per message.
+    assert len(writes) <= 6, writes
+    bridge.close()
+    messages = consume(app, queue, 300, then_wait=0.5)
+    assert [m.decode()[0] for m in messages] == [[name] for name in names]
+
+
+def test_frames_gathered_before_a_failure_are_dropped_and_writes_go_direct_after(
+    app: Celery,
+) -> None:
+    if app.broker_kind != "rabbitmq":  # type: ignore[attr-defined]
+        pytest.skip("py-amqp's transport")
+    queue = app.conf.task_default_queue
+    with Connection(app.conf.broker_url) as conn:
+        producer = conn.Producer(routing_key=queue)
+        conn.SimpleQueue(queue).close()  # declared
+        transport = conn.connection.transport
+        with pytest.raises(RuntimeError), coalesced_writes(transport):
+            for i in range(3):
+                producer.publish({"n": i})
+            raise RuntimeError("a failure after three publishes")
+        assert "_write" not in vars(transport) or vars(transport)["_write"] == (
+            transport.sock.sendall)
+        producer.publish({"n": "after"})
+    assert [m.decode() for m in consume(app, queue, 1, then_wait=0.5)] == [{"n": "after"}]

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
+import os
 from typing import Any
 
+import psycopg
 import pytest
 from celery import Celery
 from celery.schedules import crontab
@@ -167,6 +169,27 @@ def _lead(scheduler: Scheduler) -> None:
     scheduler.tick()
     assert scheduler.leadership.is_leader
     scheduler.tick()
+
+
+def test_start_up_and_election_open_two_connections_in_all(db_url: str,
+                                                           monkeypatch) -> None:
+    # The lock's session reads the layout, and a pooled connection checks that session
+    # locks hold: each connection opened for one of those alone costs start-up and
+    # failover a few milliseconds.
+    opened: list[str | None] = []
+    real = psycopg.Connection.connect.__func__
+
+    def counted(cls: type, *args: Any, **kwargs: Any) -> Any:
+        opened.append(kwargs.get("application_name"))
+        return real(cls, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Connection, "connect", classmethod(counted))
+    monkeypatch.setattr(psycopg, "connect", psycopg.Connection.connect)
+    scheduler = Scheduler(app=make_app(db_url, YEARLY))
+    _lead(scheduler)
+    scheduler.close()
+    assert len(opened) == 2, opened
+    assert f"awa-beat leader {os.getpid()}" in opened
 
 
 def test_an_idle_leader_sleeps_until_a_change_wakes_it(db_url: str, layout: str,

@@ -1,17 +1,24 @@
-"""AMQP 0-9-1 message properties for the bridge's publish loop, encoded incrementally.
+"""The bridge's publish loop on py-amqp, made cheaper in two ways.
 
-py-amqp encodes every message's properties from scratch: Celery's twenty-odd headers,
-each through a chain of ``isinstance`` checks into a ``BytesIO``, which is most of the
-CPU a publish costs. The bridge publishes copies of one template message that differ
-in a handful of headers (task id, args repr, expiry), so :class:`HeaderTable` keeps the
-encoded bytes of every header a copy shares with its template, by identity, and
-encodes only the others. Every value is encoded by py-amqp's own ``dumps`` except
-strings and short strings, whose encoding the AMQP 0-9-1 spec fixes; the tests compare
-the result with py-amqp's, byte for byte.
+**Properties encoded incrementally.** py-amqp encodes every message's properties from
+scratch: Celery's twenty-odd headers, each through a chain of ``isinstance`` checks into
+a ``BytesIO``, which is most of the CPU a publish costs. The bridge publishes copies of
+one template message that differ in a handful of headers (task id, args repr, expiry),
+so :class:`HeaderTable` keeps the encoded bytes of every header a copy shares with its
+template, by identity, and encodes only the others. Every value is encoded by py-amqp's
+own ``dumps`` except strings and short strings, whose encoding the AMQP 0-9-1 spec
+fixes; the tests compare the result with py-amqp's, byte for byte.
+
+**Frames written in few system calls.** py-amqp writes every message to the socket on
+its own (one ``sendall`` per message); :func:`coalesced_writes` gathers a batch's frames
+and writes them in chunks of up to 256 KiB. On this project's 2-core VMs a ``sendall``
+costs 40-80 us, about as much as building the message.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from struct import pack
 from typing import Any
 
@@ -85,3 +92,50 @@ class EncodedMessage(Message):
             shift -= 1
         flags.append(flag_bits)
         return b"".join([pack(">H", f) for f in flags] + values)
+
+
+#: Bytes gathered before :func:`coalesced_writes` writes them out.
+WRITE_CHUNK = 256 * 1024
+
+
+@contextmanager
+def coalesced_writes(transport: Any, chunk: int = WRITE_CHUNK) -> Iterator[None]:
+    """Within the block, gather what py-amqp writes to ``transport`` and write it in
+    chunks of about ``chunk`` bytes, the rest on leaving the block normally.
+
+    Frames are only ever appended whole, so the broker sees the same byte stream, later
+    by at most one chunk. On an exception the unwritten frames are dropped: the caller
+    publishes them again. A transport without py-amqp's ``_write`` hook is left alone.
+    """
+    own = transport.__dict__.get("_write")  # TCP: the socket's sendall; SSL: a method
+    write = own or getattr(transport, "_write", None)
+    if write is None:
+        yield
+        return
+    pending: list[bytes] = []
+    size = 0
+
+    def gather(data: Any) -> None:
+        nonlocal size
+        pending.append(bytes(data))  # py-amqp passes a view of a buffer it reuses
+        size += len(data)
+        if size >= chunk:
+            flush()
+
+    def flush() -> None:
+        nonlocal size
+        if pending:
+            data = b"".join(pending)
+            pending.clear()
+            size = 0
+            write(data)
+
+    transport._write = gather
+    try:
+        yield
+        flush()
+    finally:
+        if own is None:
+            del transport._write
+        else:
+            transport._write = own
