@@ -263,7 +263,13 @@ class Scheduler(beat.Scheduler):
             self.database_url = embedded_database_url(data_dir)
             logger.warning("beat: no awa_beat_database_url / AWA_BEAT_DATABASE_URL set; using "
                            "an embedded PostgreSQL in %s, for trying things out only", data_dir)
-        self.store = Store(self.database_url, origin=process_identity()).open()
+        self.store = Store(self.database_url, origin=process_identity())
+        # The lock's session (its connection) reads the layout; the election checks
+        # that session locks hold with a connection of the pool: no connection is
+        # opened for either alone.
+        self.leadership = Leadership(self.database_url, self.settings.lock_key,
+                                     probe=self.store.connection)
+        self.store.open(conn=self.leadership.connection())
         try:
             self.store.check_schema()  # needs no CREATE privilege once migrated
         except SchemaError:
@@ -279,7 +285,6 @@ class Scheduler(beat.Scheduler):
         self._sync()
         self.engine = Engine(self.store, catch_up_limit=self.settings.catch_up_limit,
                              clock=self.clock, on_fired=self._on_fired)
-        self.leadership = Leadership(self.database_url, self.settings.lock_key)
 
     def _sync(self) -> None:
         """The start-up sync, every slice before the first fire: a fire must not use a

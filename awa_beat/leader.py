@@ -27,6 +27,8 @@ import logging
 import os
 import selectors
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 import psycopg
 import psycopg.sql
@@ -46,11 +48,16 @@ class SessionLockUnsupported(StoreError):
 class Leadership:
     """Holds (or waits for) the session advisory lock ``lock_key``."""
 
-    def __init__(self, conninfo: str, lock_key: int = DEFAULT_LOCK_KEY) -> None:
+    def __init__(self, conninfo: str, lock_key: int = DEFAULT_LOCK_KEY, *,
+                 probe: Callable[[], AbstractContextManager[psycopg.Connection]] | None = None
+                 ) -> None:
+        """``probe`` lends another connection to the same database for the check that
+        session locks hold (a pool's, say); without it, one is opened for the check."""
         if lock_key == AWA_MAIN_LOCK_KEY:
             raise ConfigError("awa_beat_lock_key must not be Awa's own lock key (AWA_MAIN)")
         self.conninfo = conninfo
         self.lock_key = lock_key
+        self._probe = probe or (lambda: connect(self.conninfo, connect_timeout=5))
         self.identity = process_identity()
         self._conn: psycopg.Connection | None = None
         self._channel: str | None = None
@@ -70,7 +77,7 @@ class Leadership:
         if self.is_leader:
             return True
         try:
-            conn = self._connection()
+            conn = self.connection()
             row = conn.execute("SELECT pg_try_advisory_lock(%s)", (self.lock_key,)).fetchone()
             if not (row and row[0]):
                 return False
@@ -167,14 +174,25 @@ class Leadership:
         self._channel = None
         self._drop_connection()
 
-    def _connection(self) -> psycopg.Connection:
+    def connection(self) -> psycopg.Connection:
+        """The lock's session, opened if need be (:class:`StoreError` if it cannot be).
+
+        Lent out before the first election too, so that start-up reads the schema on
+        it instead of opening a connection of its own; it must be left open, and with
+        no transaction open.
+        """
         if self._conn is None or self._conn.closed:
             conn = connect(self.conninfo, connect_timeout=5,
                            application_name=f"awa-beat leader {os.getpid()}")
-            # If this host vanishes, the server drops the session, and with it the lock,
-            # in about 25 s instead of the OS default of hours.
-            conn.execute("SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5;"
-                         " SET tcp_keepalives_count = 3")
+            try:
+                # If this host vanishes, the server drops the session, and with it the
+                # lock, in about 25 s instead of the OS default of hours.
+                conn.execute("SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5;"
+                             " SET tcp_keepalives_count = 3")
+            except psycopg.Error as exc:
+                conn.close()
+                raise StoreError(f"cannot set up the lock session on {redact(self.conninfo)}:"
+                                 f" {first_line(exc)}") from None
             self._conn = conn
         return self._conn
 
@@ -191,8 +209,7 @@ class Leadership:
         # statements, or another client connection is handed our session while we idle.
         pids = {conn.execute("SELECT pg_backend_pid()").fetchone()[0] for _ in range(2)}
         shared = False
-        with contextlib.suppress(AwaBeatError, psycopg.Error), \
-                connect(self.conninfo, connect_timeout=5) as probe:
+        with contextlib.suppress(AwaBeatError, psycopg.Error), self._probe() as probe:
             shared = any(probe.execute("SELECT pg_backend_pid()").fetchone()[0] in pids
                          for _ in range(3))
         row = conn.execute(

@@ -16,7 +16,7 @@ import os
 import socket
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -214,12 +214,19 @@ class Store:
     def __repr__(self) -> str:
         return f"<Store {redact(self.conninfo)}>"
 
-    def open(self, *, timeout: float = 10.0) -> Store:
-        # One direct attempt first: it fails fast with the server's own reason, where
-        # the pool would retry quietly until its timeout.
-        with connect(self.conninfo, connect_timeout=max(1, int(timeout))) as conn, \
+    def open(self, *, timeout: float = 10.0, conn: psycopg.Connection | None = None
+             ) -> Store:
+        """Find out the layout, then open the pool.
+
+        The layout is read on ``conn`` if given (an autocommit connection to the same
+        database, left open), else on a direct connection opened for it. Either way
+        a database that cannot be reached fails here, at once and with the server's
+        own reason, where the pool would retry quietly until its timeout.
+        """
+        with (nullcontext(conn) if conn is not None else
+              connect(self.conninfo, connect_timeout=max(1, int(timeout)))) as direct, \
                 wrap_errors("reading the schema"):
-            self.awa_owned = schema.awa_version(conn) is not None
+            self.awa_owned = schema.awa_version(direct) is not None
         try:
             self._pool.open(wait=True, timeout=timeout)
         except Exception as exc:
@@ -235,6 +242,11 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def connection(self) -> AbstractContextManager[psycopg.Connection]:
+        """A connection of the pool, for the ``with`` block (:class:`StoreError` if none
+        can be had)."""
+        return self._conn()
 
     @contextmanager
     def _conn(self) -> Iterator[psycopg.Connection]:

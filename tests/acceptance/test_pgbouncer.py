@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from awa_beat.cli import main
 from awa_beat.leader import Leadership, SessionLockUnsupported
+from awa_beat.store import Store
 from tests.pgbouncer import pgbouncer
 
 from .test_beat_processes import ROOT
@@ -24,6 +25,10 @@ def test_transaction_pooling_is_refused_everywhere(databases, tmp_path: Path) ->
     with pgbouncer(url, "transaction") as bounced:
         with pytest.raises(SessionLockUnsupported, match="PgBouncer"):
             Leadership(bounced).try_acquire()
+        # As beat runs it: the check's second connection lent by the store's pool.
+        with Store(bounced).open() as store, \
+                pytest.raises(SessionLockUnsupported, match="PgBouncer"):
+            Leadership(bounced, probe=store.connection).try_acquire()
         doctor = CliRunner().invoke(main, ["doctor", "--database-url", bounced])
         assert doctor.exit_code == 1
         assert "[FAIL] session advisory locks do NOT hold" in doctor.output
@@ -43,3 +48,7 @@ def test_session_pooling_is_fine(databases) -> None:
         leadership = Leadership(bounced)
         assert leadership.try_acquire() is True
         leadership.resign()
+        with Store(bounced).open() as store:
+            leadership = Leadership(bounced, probe=store.connection)
+            assert leadership.try_acquire() is True
+            leadership.resign()
