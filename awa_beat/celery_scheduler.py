@@ -119,6 +119,9 @@ class Scheduler(beat.Scheduler):
         self._batches: list[SyncBatch] = []
         """The configuration, encoded once at start-up (the specs are not kept)."""
         self._started_at = datetime.now(timezone.utc)
+        self._ticking = False
+        self._stopping = False
+        """close() was called during a tick (Celery's SIGTERM handler): the tick closes."""
         kwargs.pop("max_interval", None)
         super().__init__(app, *args, lazy=lazy, max_interval=self.max_interval, **kwargs)
 
@@ -128,12 +131,22 @@ class Scheduler(beat.Scheduler):
         try:
             self._start()
         except AwaBeatError as exc:
-            self.close()
+            self._close()
             # A user mistake or an unreachable database: say so and exit, no traceback.
             _refuse(f"cannot start: {exc}")
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
         """One step of the beat loop; returns seconds until the next step is needed."""
+        self._ticking = True
+        try:
+            return self._tick()
+        finally:
+            self._ticking = False
+            if self._stopping:
+                self._close()
+                raise SystemExit  # whatever the tick raised or returned: beat is stopping
+
+    def _tick(self) -> float:
         if self.store is None:
             return self.max_interval  # closed (Celery may tick once more on its way out)
         assert self.leadership is not None and self.engine is not None
@@ -154,7 +167,7 @@ class Scheduler(beat.Scheduler):
             try:
                 won = self.leadership.try_acquire()
             except AwaBeatError as exc:  # e.g. PgBouncer transaction pooling
-                self.close()
+                self._close()
                 # Celery's loop swallows SystemExit (and would exit 0): leave with 1.
                 _refuse(f"cannot lead: {exc}", hard=True)
             if not won:
@@ -214,6 +227,19 @@ class Scheduler(beat.Scheduler):
         return 0.0
 
     def close(self) -> None:
+        if self._ticking:
+            # Celery's SIGTERM and SIGINT handler calls this in the middle of a tick (a
+            # signal handler runs between two bytecodes of whatever it interrupted),
+            # then raises SystemExit. Sockets closed under the tick would replace that
+            # SystemExit with their own error (py-amqp's confirm wait resets the timeout
+            # of its socket in a `finally`: EBADF), which the tick would take for a
+            # broker outage and survive, leaving beat running, closed, for good. The
+            # tick closes everything on its way out instead, a moment later.
+            self._stopping = True
+            return
+        self._close()
+
+    def _close(self) -> None:
         if self.leadership is not None:
             self.leadership.resign()  # first: a standby may take over right away
         if self.store is not None and self.leadership is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from datetime import datetime, timezone
 from typing import Any
@@ -22,9 +23,9 @@ UTC = timezone.utc
 
 def make_app(db_url: str, beat_schedule: dict[str, Any], **conf: Any) -> Celery:
     app = Celery("testproj", set_as_current=False)
-    app.conf.update(broker_url="memory://", result_expires=None, timezone="UTC",
-                    beat_schedule=beat_schedule, awa_beat_database_url=db_url,
-                    awa_beat_election_interval=0.05, **conf)
+    app.conf.update(**{"broker_url": "memory://", "result_expires": None, "timezone": "UTC",
+                       "beat_schedule": beat_schedule, "awa_beat_database_url": db_url,
+                       "awa_beat_election_interval": 0.05, **conf})
     return app
 
 
@@ -283,3 +284,64 @@ def test_a_resync_that_changed_rows_is_re_read(db_url: str, conn, layout: str,
         assert scheduler.engine.rows()[0].cron_expr == "0 0 1 1 *"
     finally:
         scheduler.close()
+
+
+def test_sigterm_while_beat_waits_for_the_broker_stops_beat(databases, monkeypatch,
+                                                            caplog) -> None:
+    """Celery's own SIGTERM handler, run while the bridge waits for RabbitMQ's confirms:
+    beat stops at once, resigned and closed, instead of taking the sockets closed under
+    it for a broker outage and running on, closed, for good."""
+    import signal
+    import threading
+
+    import amqp.transport
+    from celery import beat
+    from celery.apps.beat import Beat
+
+    from tests.brokers import RABBITMQ_URL, answers
+
+    if not answers(5672):
+        pytest.skip("RabbitMQ does not answer on this machine")
+    queue = f"sigterm-{os.getpid()}-{id(caplog)}"
+    app = make_app(databases.fresh("standalone"), {"t": {"task": "t", "schedule": 1}},
+                   broker_url=RABBITMQ_URL, awa_beat_dispatch="celery",
+                   task_default_queue=queue)
+    service = beat.Service(app, scheduler_cls=Scheduler)
+    scheduler = service.scheduler
+    signalled: list[bool] = []
+    read_frame = amqp.transport._AbstractTransport.read_frame
+
+    def signal_mid_read(transport: Any, *args: Any, **kwargs: Any) -> Any:
+        publisher = scheduler.bridge._publisher
+        if not signalled and publisher._tag > publisher._confirmed:  # confirms awaited
+            signalled.append(True)
+            os.kill(os.getpid(), signal.SIGTERM)  # its handler runs inside this read
+        return read_frame(transport, *args, **kwargs)
+
+    monkeypatch.setattr(amqp.transport._AbstractTransport, "read_frame", signal_mid_read)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    timed_out: list[bool] = []
+
+    def stop_anyway() -> None:  # the bug: beat ran on after the signal, closed
+        timed_out.append(True)
+        service._is_shutdown.set()
+
+    watchdog = threading.Timer(20, stop_anyway)
+    caplog.set_level(logging.INFO)
+    try:
+        Beat(app=app).install_sync_handler(service)
+        watchdog.start()
+        service.start()
+    finally:
+        watchdog.cancel()
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        with app.connection_for_write() as conn:
+            conn.default_channel.queue_delete(queue)
+    assert signalled, "no publish waited for the broker"
+    assert not timed_out, "beat did not stop on SIGTERM"
+    assert scheduler.store is None and not scheduler.leadership.is_leader
+    # (Other libraries' handlers of beat_init may log: RedBeat's, once a test imported it.)
+    errors = [r.getMessage() for r in caplog.records
+              if r.levelno >= logging.ERROR and r.name.startswith("awa_beat")]
+    assert errors == [], errors
