@@ -545,7 +545,7 @@ class SyncBatch:
         params = sync_params(rows, deployment)
         if shared is not None:
             for key, values in params.items():
-                if isinstance(values, list):
+                if isinstance(values, list) and key != "names":  # names never repeat
                     params[key] = [shared.setdefault(v, v) for v in values]
         return cls(params, len(rows))
 
