@@ -61,6 +61,10 @@ def _refuse(message: str, *, hard: bool = False) -> NoReturn:
     if hard:
         os._exit(1)
     raise SystemExit(1)
+
+
+#: A scheduler of this process is in setup_schedule() (see Scheduler.__init__).
+_starting = False
 #: Fault injection for tests only ("exit-after-fire"); never set it in production.
 _FAULT = os.environ.get("AWA_BEAT_TEST_FAULT")
 
@@ -95,6 +99,12 @@ class Scheduler(beat.Scheduler):
 
     def __init__(self, app: Any, *args: Any, lazy: bool = False,
                  clock: Callable[[], datetime] = utcnow, **kwargs: Any) -> None:
+        if _starting:
+            # Celery's SIGTERM handler, run while this process's scheduler starts, reads
+            # Service.scheduler, which is not set yet, so Celery builds a second
+            # scheduler inside the handler. That one must stay empty: a second start-up
+            # would wait forever on the first one's migration lock, or at best run twice.
+            lazy = True
         self.clock = clock
         # With an injected clock the caller drives time, so tick() must never sleep in
         # real time waiting for a notification.
@@ -128,12 +138,19 @@ class Scheduler(beat.Scheduler):
     # -- Celery's contract ----------------------------------------------------------------------
 
     def setup_schedule(self) -> None:
+        global _starting
+        _starting = True
         try:
             self._start()
         except AwaBeatError as exc:
             self._close()
             # A user mistake or an unreachable database: say so and exit, no traceback.
             _refuse(f"cannot start: {exc}")
+        except BaseException:
+            self._close()  # stopped by a signal mid-start: leave no session behind
+            raise
+        finally:
+            _starting = False
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
         """One step of the beat loop; returns seconds until the next step is needed."""

@@ -428,6 +428,22 @@ def kombu_limit(env: Env, n: int) -> dict[str, float]:
     return out
 
 
+def retried(measure: Callable[[], dict[str, float]], tries: int = 3) -> dict[str, float]:
+    """``measure()``, again if the broker stalled a publisher past its socket timeout
+    (RabbitMQ's flow control can, under a 100k-message loop on this small VM)."""
+    from amqp.exceptions import RecoverableConnectionError
+
+    for attempt in range(1, tries + 1):
+        try:
+            return measure()
+        except (OSError, RecoverableConnectionError) as exc:
+            if attempt == tries:
+                raise
+            print(f"  the broker stalled a publish loop ({exc}); measuring again",
+                  file=sys.stderr)
+    raise AssertionError("unreachable")
+
+
 # -- failover --------------------------------------------------------------------------------------
 
 def leader_awa(cfg: dict[str, Any], procs: list[subprocess.Popen[bytes]], _env: Env
@@ -655,7 +671,7 @@ def main() -> None:
                   Broker(args.broker), Path(tempfile.mkdtemp(prefix="awa-beat-peers-")))
         try:
             for n in sizes:
-                limits[n] = {"sql": sql_limit(env, n), **kombu_limit(env, n)}
+                limits[n] = {"sql": sql_limit(env, n), **retried(lambda n=n: kombu_limit(env, n))}
                 print(f"limits n={n}: {limits[n]}", file=sys.stderr)
             estimates = dict.fromkeys(peers, 1.0)
             dead: dict[str, int] = {}

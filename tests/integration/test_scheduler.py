@@ -334,6 +334,7 @@ def test_sigterm_while_beat_waits_for_the_broker_stops_beat(databases, monkeypat
         service.start()
     finally:
         watchdog.cancel()
+        monkeypatch.undo()  # before the default SIGTERM handler is back
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
         with app.connection_for_write() as conn:
@@ -345,3 +346,54 @@ def test_sigterm_while_beat_waits_for_the_broker_stops_beat(databases, monkeypat
     errors = [r.getMessage() for r in caplog.records
               if r.levelno >= logging.ERROR and r.name.startswith("awa_beat")]
     assert errors == [], errors
+
+
+def test_sigterm_during_start_up_stops_beat_and_starts_nothing_twice(databases,
+                                                                     monkeypatch) -> None:
+    """Celery's SIGTERM handler reads Service.scheduler, which is not set while the
+    scheduler starts, so Celery builds another one inside the handler: that one must stay
+    empty (a second start-up runs twice, or waits forever on the first one's migration
+    lock), and the interrupted one must leave no session behind."""
+    import signal
+
+    from celery import beat
+    from celery.apps.beat import Beat
+    from psycopg.conninfo import conninfo_to_dict
+
+    from awa_beat.store import Store
+    from awa_beat.testing import wait_for
+
+    url = databases.fresh("standalone")
+    dbname = conninfo_to_dict(url)["dbname"]
+    service = beat.Service(make_app(url, {"t": {"task": "t", "schedule": 5}}),
+                           scheduler_cls=Scheduler)
+    opened: list[Store] = []
+    signalled: list[bool] = []
+    real_open, real_sync = Store.open, Store.sync
+
+    def counting_open(self: Store, *args: Any, **kwargs: Any) -> Store:
+        opened.append(self)
+        return real_open(self, *args, **kwargs)
+
+    def signal_in_sync(self: Store, *args: Any, **kwargs: Any) -> Any:
+        if not signalled:
+            signalled.append(True)
+            os.kill(os.getpid(), signal.SIGTERM)  # its handler runs inside this sync
+        return real_sync(self, *args, **kwargs)
+
+    monkeypatch.setattr(Store, "open", counting_open)
+    monkeypatch.setattr(Store, "sync", signal_in_sync)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        Beat(app=service.app).install_sync_handler(service)
+        with pytest.raises(SystemExit):
+            service.start()
+    finally:
+        monkeypatch.undo()
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    assert signalled
+    assert len(opened) == 1, "the signal handler started a second scheduler"
+    with psycopg.connect(databases.server_url, autocommit=True) as admin:
+        wait_for(lambda: backend_count(admin, dbname) == 0, 10,
+                 "the interrupted start-up's sessions to close")
