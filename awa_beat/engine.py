@@ -99,6 +99,8 @@ class Engine:
         self._next_refresh = 0.0
         self._next_full_load = 0.0
         self._reported: dict[str, tuple[datetime, str]] = {}
+        self._due_memo: dict[tuple[Calendar, object], float | None] | None = None
+        """Next due instants by calendar and cursor, while rows are applied in bulk."""
         self.last_lag: float | None = None
         """Seconds between the latest fire time of the last firing pass and its start."""
 
@@ -146,11 +148,17 @@ class Engine:
         self._since = max(self._since, state.db_now - REFRESH_OVERLAP)
 
     def _apply(self, rows: Iterable[CronState]) -> None:
-        for row in rows:
-            current = self._entries.get(row.name)
-            if current is not None and current.row == row:
-                continue
-            self._set(row)
+        # Rows read together often share their calendar and cursor (schedules synced or
+        # fired in the same second): their next due instant is worked out once.
+        self._due_memo = {}
+        try:
+            for row in rows:
+                current = self._entries.get(row.name)
+                if current is not None and current.row == row:
+                    continue
+                self._set(row)
+        finally:
+            self._due_memo = None
 
     def _set(self, row: CronState) -> None:
         calendar = None
@@ -197,13 +205,22 @@ class Engine:
         """When the row first has something due, by Awa's rules."""
         row, calendar = entry.row, entry.calendar
         assert calendar is not None
+        memo = self._due_memo
+        # Everything the answer depends on (calendar_for returns one object per pair).
+        key = (calendar, row.last_enqueued_at if row.last_enqueued_at is not None
+               else (row.created_at,))
+        if memo is not None and key in memo:
+            return memo[key]
         if row.last_enqueued_at is None:
             # Awa fires a new row's latest fire in [floor(created_at - 60 s), now].
             start = (row.created_at - timedelta(seconds=60)).replace(microsecond=0)
             fire = calendar.next_from(start, inclusive=True)
         else:
             fire = next_fire_after(calendar, row.last_enqueued_at)
-        return None if fire is None else fire.timestamp()
+        due = None if fire is None else fire.timestamp()
+        if memo is not None:
+            memo[key] = due
+        return due
 
     # -- passes ------------------------------------------------------------------------------
 

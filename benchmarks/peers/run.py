@@ -568,10 +568,11 @@ def report(args: argparse.Namespace, peers: list[str], sizes: list[int],
                 if key in has_limit and r.get("count", n) < n:
                     row.append(f"{r['count']:,} of {n:,} in {args.burst_timeout:.0f} s")
                     continue
-                if (key in ("steady_cpu_fire_ms", "steady_cpu_min") and value is not None
+                if (key in ("steady_cpu_fire_ms", "steady_cpu_min", "steady_rss")
+                        and value is not None
                         and r["steady_fired"] < 0.9 * r["steady_expected"]):
-                    # A peer that fell behind spent its CPU on fewer fires (or on none):
-                    # no ratio, since it did not do the same work.
+                    # A peer that fell behind spent its CPU and memory on fewer fires (or
+                    # on none): no ratio, since it did not do the same work.
                     row.append(f"{fmt(value, unit)}, fell behind (fired"
                                f" {r['steady_fired']:,} of {r['steady_expected']:,})")
                     continue
