@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
@@ -286,6 +288,23 @@ def test_a_resync_that_changed_rows_is_re_read(db_url: str, conn, layout: str,
         scheduler.close()
 
 
+@contextlib.contextmanager
+def celery_stop_handler(service: Any) -> Iterator[None]:
+    """Celery beat's own SIGTERM/SIGINT handler for ``service`` (close the scheduler,
+    then raise SystemExit), as `celery beat` installs it; the previous handlers after."""
+    import signal
+
+    from celery.apps.beat import Beat
+
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        Beat(app=service.app).install_sync_handler(service)
+        yield
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+
+
 def test_sigterm_while_beat_waits_for_the_broker_stops_beat(databases, monkeypatch,
                                                             caplog) -> None:
     """Celery's own SIGTERM handler, run while the bridge waits for RabbitMQ's confirms:
@@ -296,7 +315,6 @@ def test_sigterm_while_beat_waits_for_the_broker_stops_beat(databases, monkeypat
 
     import amqp.transport
     from celery import beat
-    from celery.apps.beat import Beat
 
     from tests.brokers import RABBITMQ_URL, answers
 
@@ -319,7 +337,6 @@ def test_sigterm_while_beat_waits_for_the_broker_stops_beat(databases, monkeypat
         return read_frame(transport, *args, **kwargs)
 
     monkeypatch.setattr(amqp.transport._AbstractTransport, "read_frame", signal_mid_read)
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     timed_out: list[bool] = []
 
     def stop_anyway() -> None:  # the bug: beat ran on after the signal, closed
@@ -329,14 +346,14 @@ def test_sigterm_while_beat_waits_for_the_broker_stops_beat(databases, monkeypat
     watchdog = threading.Timer(20, stop_anyway)
     caplog.set_level(logging.INFO)
     try:
-        Beat(app=app).install_sync_handler(service)
-        watchdog.start()
-        service.start()
+        with celery_stop_handler(service):
+            try:
+                watchdog.start()
+                service.start()
+            finally:
+                watchdog.cancel()
+                monkeypatch.undo()  # before the default SIGTERM handler is back
     finally:
-        watchdog.cancel()
-        monkeypatch.undo()  # before the default SIGTERM handler is back
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
         with app.connection_for_write() as conn:
             conn.default_channel.queue_delete(queue)
     assert signalled, "no publish waited for the broker"
@@ -357,7 +374,6 @@ def test_sigterm_during_start_up_stops_beat_and_starts_nothing_twice(databases,
     import signal
 
     from celery import beat
-    from celery.apps.beat import Beat
     from psycopg.conninfo import conninfo_to_dict
 
     from awa_beat.store import Store
@@ -383,15 +399,12 @@ def test_sigterm_during_start_up_stops_beat_and_starts_nothing_twice(databases,
 
     monkeypatch.setattr(Store, "open", counting_open)
     monkeypatch.setattr(Store, "sync", signal_in_sync)
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        Beat(app=service.app).install_sync_handler(service)
-        with pytest.raises(SystemExit):
-            service.start()
-    finally:
-        monkeypatch.undo()
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
+    with celery_stop_handler(service):
+        try:
+            with pytest.raises(SystemExit):
+                service.start()
+        finally:
+            monkeypatch.undo()  # before the default SIGTERM handler is back
     assert signalled
     assert len(opened) == 1, "the signal handler started a second scheduler"
     with psycopg.connect(databases.server_url, autocommit=True) as admin:
