@@ -41,7 +41,7 @@ from kombu.common import maybe_declare
 from kombu.serialization import dumps, loads, registry
 
 from .amqp_publish import EncodedMessage, HeaderTable, coalesced_writes
-from .errors import StoreError, first_line
+from .errors import BrokerError, StoreError, first_line
 from .store import Store
 
 logger = logging.getLogger("awa_beat.bridge")
@@ -152,10 +152,6 @@ class _Recorder(Producer):
                  *args: Any, **kwargs: Any) -> None:
         self.recorded = (body, priority, content_type, content_encoding, headers,
                          dict(properties), routing_key, exchange, list(declare))
-
-
-class BrokerError(Exception):
-    """The broker refused, dropped or did not confirm a batch."""
 
 
 class _Publisher:

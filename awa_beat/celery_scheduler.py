@@ -31,8 +31,9 @@ from .embedded import default_data_dir, embedded_database_url
 from .engine import Engine, utcnow
 from .errors import AwaBeatError, ConfigError, SchemaError, StoreError
 from .leader import Leadership
+from .records import FireResult
 from .spec import specs_from_beat_schedule
-from .store import FireResult, Store, SyncBatch, process_identity
+from .store import Store, SyncBatch, process_identity
 
 logger = logging.getLogger("awa_beat.beat")
 #: Seconds between two heartbeats of a beat process in awa_beat.beats (`awa-beat status`

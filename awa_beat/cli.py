@@ -18,14 +18,14 @@ from functools import wraps
 from typing import Any, TypeVar
 
 import click
-import psycopg
 
 from . import __version__
 from .config import DATABASE_URL_ENV, database_url, redact
 from .cron import load_timezone
-from .errors import AwaBeatError
+from .errors import AwaBeatError, SchemaError
 from .fire_times import POLICIES, calendar_for, next_fire_after
-from .store import ScheduleRow, Store
+from .records import ScheduleRow
+from .store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -615,8 +615,8 @@ def import_(database_url: str | None, app_spec: str | None, from_django: str | N
                 "this database; import with --dispatch awa, or into a database of its own")
         try:
             existing = {row.name: row for row in store.get_many([r.name for r in imported])}
-        except AwaBeatError as exc:
-            if not (dry_run and isinstance(exc.__cause__, psycopg.errors.UndefinedTable)):
+        except SchemaError:
+            if not dry_run:
                 raise
             existing = {}
             notes.append("awa-beat's schema is not set up in this database yet: the import "

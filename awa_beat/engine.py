@@ -36,7 +36,8 @@ from datetime import datetime, timedelta, timezone
 
 from .errors import ScheduleError, StoreError
 from .fire_times import POLICIES, Calendar, calendar_for, due_fires, next_fire_after
-from .store import CronState, FireRequest, FireResult, Store, TableState
+from .records import CronState, FireRequest, FireResult, TableState
+from .store import Store
 
 logger = logging.getLogger(__name__)
 

@@ -37,8 +37,21 @@ class ValidationError(ScheduleError):
         super().__init__("\n".join(lines))
 
 
+class ConfigError(AwaBeatError):
+    """A configuration value is missing or invalid."""
+
+
 class StoreError(AwaBeatError):
-    """The database refused or failed an operation."""
+    """The database refused or failed an operation.
+
+    The store raises one of the subclasses where it can tell what went wrong; a plain
+    ``StoreError`` is any other error the server returned.
+    """
+
+
+class DatabaseUnavailable(StoreError):
+    """No connection to the database could be had, or it was lost mid-operation: worth
+    retrying, unlike the other store errors."""
 
 
 class SchemaError(StoreError):
@@ -49,8 +62,16 @@ class NotFound(StoreError):
     """No schedule has the given name."""
 
 
-class ConfigError(AwaBeatError):
-    """A configuration value is missing or invalid."""
+class SessionLockUnsupported(StoreError):
+    """Session advisory locks do not hold on this connection (transaction pooling?)."""
+
+
+class BrokerError(AwaBeatError):
+    """The broker refused, dropped or did not confirm a batch (or cannot be reached)."""
+
+
+class SourceError(AwaBeatError):
+    """The source of an import cannot be read (unreachable, missing, malformed)."""
 
 
 def first_line(exc: BaseException) -> str:

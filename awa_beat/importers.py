@@ -36,7 +36,7 @@ from typing import Any, Union
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from zoneinfo import ZoneInfo
 
-from .errors import AwaBeatError, ValidationError, first_line
+from .errors import SourceError, ValidationError, first_line
 from .spec import AWA_BEAT_OPTION, ScheduleSpec, specs_from_beat_schedule
 
 UTC = timezone.utc
@@ -49,10 +49,6 @@ BACKEND_CLEANUP_REASON = (
 )
 DJANGO_PAUSED_BY = "import: disabled in django-celery-beat"
 REDBEAT_PAUSED_BY = "import: disabled in RedBeat"
-
-
-class SourceError(AwaBeatError):
-    """The source of an import cannot be read (unreachable, missing, malformed)."""
 
 
 @dataclass(frozen=True)

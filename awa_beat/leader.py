@@ -34,15 +34,11 @@ import psycopg
 import psycopg.sql
 
 from .config import AWA_MAIN_LOCK_KEY, DEFAULT_LOCK_KEY, redact
-from .errors import AwaBeatError, ConfigError, StoreError, first_line
-from .store import connect, process_identity
+from .errors import AwaBeatError, ConfigError, SessionLockUnsupported, StoreError, first_line
+from .store import connect, process_identity, typed_error
 
 logger = logging.getLogger(__name__)
 
-
-
-class SessionLockUnsupported(StoreError):
-    """Session advisory locks do not hold on this connection (transaction pooling?)."""
 
 
 class Leadership:
@@ -191,8 +187,8 @@ class Leadership:
                              " SET tcp_keepalives_count = 3")
             except psycopg.Error as exc:
                 conn.close()
-                raise StoreError(f"cannot set up the lock session on {redact(self.conninfo)}:"
-                                 f" {first_line(exc)}") from None
+                raise typed_error(exc, "cannot set up the lock session on "
+                                  f"{redact(self.conninfo)}: {first_line(exc)}") from None
             self._conn = conn
         return self._conn
 

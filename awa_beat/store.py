@@ -17,7 +17,7 @@ import socket
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,16 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from . import schema
 from .config import redact
-from .errors import NotFound, StoreError, first_line
+from .errors import DatabaseUnavailable, NotFound, SchemaError, StoreError, first_line
+from .records import (
+    CronState,
+    FiredJob,
+    FireRequest,
+    FireResult,
+    ScheduleRow,
+    SyncResult,
+    TableState,
+)
 from .sql import queries
 
 if TYPE_CHECKING:
@@ -70,110 +79,34 @@ def connect(conninfo: str, **kwargs: Any) -> psycopg.Connection:
     try:
         conn = psycopg.connect(conninfo, autocommit=True, **{**KEEPALIVES, **kwargs})
     except psycopg.Error as exc:
-        raise StoreError(f"cannot connect to {redact(conninfo)}: {first_line(exc)}") from None
+        raise DatabaseUnavailable(f"cannot connect to {redact(conninfo)}: {first_line(exc)}"
+                                  ) from None
     configure_session(conn)
     return conn
 
 
+def typed_error(exc: psycopg.Error, message: str) -> StoreError:
+    """The awa-beat error for a psycopg one: callers tell a lost database (retry) from a
+    missing schema (migrate) from anything else the server refused, without psycopg."""
+    if isinstance(exc, (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName)):
+        return SchemaError(message)
+    if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
+        return DatabaseUnavailable(message)
+    return StoreError(message)
+
+
 @contextmanager
 def wrap_errors(action: str) -> Iterator[None]:
-    """Turn a psycopg error into a StoreError that says what we were doing."""
+    """Turn a psycopg error into a typed StoreError that says what we were doing."""
     try:
         yield
     except psycopg.Error as exc:
-        raise StoreError(f"{action} failed: {first_line(exc)}") from exc
-
-
-@dataclass(frozen=True)
-class ScheduleRow:
-    """One row of ``awa.cron_jobs`` as stored (ours or another deployment's)."""
-
-    name: str
-    cron_expr: str
-    timezone: str
-    kind: str
-    queue: str
-    args: Any
-    priority: int
-    max_attempts: int
-    tags: list[str]
-    metadata: Any
-    missed_fire_policy: str
-    last_enqueued_at: datetime | None
-    created_at: datetime
-    updated_at: datetime
-    paused_at: datetime | None
-    paused_by: str | None
-    deployment: str | None = None
-    """The awa-beat deployment that registered the row; None for rows we did not write."""
-
-
-@dataclass(frozen=True)
-class FireRequest:
-    """Fire ``fire_times`` (in order) for one schedule if its cursor is still ``expected``.
-
-    On success the cursor moves to the last fire time and one job per fire is inserted,
-    all in the same statement as every other request of the batch.
-    """
-
-    name: str
-    expected: datetime | None
-    fire_times: Sequence[datetime]
-
-
-@dataclass(frozen=True)
-class FiredJob:
-    job_id: int
-    name: str
-    fire_time: str
-    """As stored in the job's metadata: ``YYYY-MM-DD HH:MM:SS+00``."""
-    updated_at: datetime | None = None
-    """The schedule row's ``updated_at`` after the fire."""
-
-
-@dataclass
-class FireResult:
-    jobs: list[FiredJob] = field(default_factory=list)
-    failed: dict[str, str] = field(default_factory=dict)
-    """Schedules whose fire raised a database error, with the error's first line."""
-
-
-@dataclass(frozen=True)
-class TableState:
-    """A cheap fingerprint of ``awa.cron_jobs``: any insert or delete changes it."""
-
-    total: int
-    fingerprint: int
-    db_now: datetime
-    """The server's clock when it was read."""
-    xmin: int | None = None
-    """The xmin of the read's snapshot: every transaction below it had ended."""
-
-
-@dataclass(frozen=True, slots=True)
-class CronState:
-    """What the evaluator needs of a row; about a fifth of a full row's memory."""
-
-    name: str
-    cron_expr: str
-    timezone: str
-    missed_fire_policy: str
-    last_enqueued_at: datetime | None
-    created_at: datetime
-    updated_at: datetime
-    paused_at: datetime | None
+        raise typed_error(exc, f"{action} failed: {first_line(exc)}") from exc
 
 
 def _cron_state(r: Sequence[Any]) -> CronState:
     # Expressions, zones and policies repeat across rows: one string each, not one per row.
     return CronState(r[0], *[sys.intern(v) if type(v) is str else v for v in r[1:4]], *r[4:])
-
-
-@dataclass(frozen=True)
-class SyncResult:
-    inserted: int
-    updated: int
-    unchanged: int
 
 
 #: See migration 0007; the payload is the table's name.
@@ -231,7 +164,8 @@ class Store:
             self._pool.open(wait=True, timeout=timeout)
         except Exception as exc:
             self._pool.close()
-            raise StoreError(f"cannot connect to {redact(self.conninfo)}: {exc}") from None
+            raise DatabaseUnavailable(f"cannot connect to {redact(self.conninfo)}: {exc}"
+                                      ) from None
         return self
 
     def close(self) -> None:
@@ -255,7 +189,7 @@ class Store:
                 yield conn
         except (PoolTimeout, PoolClosed) as exc:
             # No connection could be had (the database is down, or the store was closed).
-            raise StoreError(f"no database connection: {first_line(exc)}") from exc
+            raise DatabaseUnavailable(f"no database connection: {first_line(exc)}") from exc
 
     # -- schema ----------------------------------------------------------------------
 

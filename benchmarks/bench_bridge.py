@@ -21,8 +21,9 @@ from celery import Celery
 from kombu import Connection
 
 from awa_beat.bridge import Bridge
+from awa_beat.records import FireRequest
 from awa_beat.spec import spec_from_entry
-from awa_beat.store import FireRequest, Store, connect
+from awa_beat.store import Store, connect
 from awa_beat.testing import TempDatabases, server_url
 
 

@@ -16,7 +16,8 @@ import sys
 import time
 from datetime import datetime, timedelta, timezone
 
-from awa_beat.store import FireRequest, Store, connect
+from awa_beat.records import FireRequest
+from awa_beat.store import Store, connect
 from awa_beat.testing import TempDatabases, server_url
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from awa_beat.store import FireRequest, Store, connect
+from awa_beat.records import FireRequest
+from awa_beat.store import Store, connect
 from awa_beat.testing import awa_url
 
 pytestmark = pytest.mark.integration

@@ -17,8 +17,9 @@ from kombu import Connection
 
 from awa_beat.amqp_publish import coalesced_writes
 from awa_beat.bridge import Bridge, task_id_for
+from awa_beat.records import FireRequest
 from awa_beat.spec import spec_from_entry
-from awa_beat.store import FireRequest, Store, connect
+from awa_beat.store import Store, connect
 from tests.brokers import BROKERS, broker_conf
 
 pytestmark = pytest.mark.integration

@@ -17,8 +17,9 @@ from awa_beat.config import Settings
 from awa_beat.engine import Engine
 from awa_beat.errors import StoreError
 from awa_beat.leader import Leadership
+from awa_beat.records import FireRequest
 from awa_beat.spec import spec_from_entry
-from awa_beat.store import FireRequest, Store, connect
+from awa_beat.store import Store, connect
 from awa_beat.testing import FakeClock as Clock
 
 pytestmark = pytest.mark.integration

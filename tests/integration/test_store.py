@@ -10,7 +10,8 @@ import psycopg
 import pytest
 
 from awa_beat.errors import NotFound, StoreError
-from awa_beat.store import FireRequest, Store, connect, fire_params, fire_query
+from awa_beat.records import FireRequest
+from awa_beat.store import Store, connect, fire_params, fire_query
 from awa_beat.testing import wait_for
 
 pytestmark = pytest.mark.integration

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from awa_beat.engine import Engine
-from awa_beat.store import CronState
+from awa_beat.records import CronState
 
 UTC = timezone.utc
 T0 = datetime(2026, 3, 7, 12, 0, tzinfo=UTC)  # a day before New York's spring change
