@@ -183,3 +183,9 @@ class TempDatabases:
             )
             self._admin.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
         self._admin.close()
+
+
+def actions(records: Iterable[Any]) -> list[str]:
+    """The ``action`` of each log record that has one (see :mod:`awa_beat.logs`), in
+    order: what tests assert on, rather than on the wording of messages."""
+    return [r.action for r in records if getattr(r, "action", None)]
