@@ -26,10 +26,10 @@ from typing import Any, NoReturn
 from celery import beat
 
 from .bridge import Bridge
-from .config import Settings, redact
-from .embedded import default_data_dir, embedded_database_url
+from .config import Settings, celery_dispatch_refused, redact, resolve_database_url
+from .embedded import default_data_dir
 from .engine import Engine, utcnow
-from .errors import AwaBeatError, ConfigError, SchemaError, StoreError
+from .errors import AwaBeatError, SchemaError, StoreError
 from .leader import Leadership
 from .records import FireResult
 from .spec import specs_from_beat_schedule
@@ -303,10 +303,10 @@ class Scheduler(beat.Scheduler):
         celery_entries = [s.name for s in specs if s.dispatch == "celery"]
         del specs, shared
         if self.database_url is None:
-            data_dir = default_data_dir()
-            self.database_url = embedded_database_url(data_dir)
+            self.database_url = resolve_database_url(None)
             logger.warning("beat: no awa_beat_database_url / AWA_BEAT_DATABASE_URL set; using "
-                           "an embedded PostgreSQL in %s, for trying things out only", data_dir)
+                           "an embedded PostgreSQL in %s, for trying things out only",
+                           default_data_dir())
         self.store = Store(self.database_url, origin=process_identity())
         # The lock's session (its connection) reads the layout; the election checks
         # that session locks hold with a connection of the pool: no connection is
@@ -320,11 +320,9 @@ class Scheduler(beat.Scheduler):
             self.store.migrate()
         if celery_entries or self.settings.dispatch == "celery":
             if self.store.awa_owned:
-                raise ConfigError(
-                    "Celery dispatch needs awa-beat's standalone schema, but Awa owns awa.jobs "
-                    "in this database (Awa workers would run those jobs too); give awa-beat "
-                    "a database of its own, or dispatch to Awa workers "
-                    f"(awa_beat_dispatch = 'awa'); entries: {', '.join(celery_entries)}")
+                raise celery_dispatch_refused(
+                    celery_entries, "give awa-beat a database of its own, or dispatch to Awa "
+                    "workers (awa_beat_dispatch = 'awa')")
             self.bridge = Bridge(self.app, self.store, deployment=self.settings.deployment)
         self._sync()
         self.engine = Engine(self.store, catch_up_limit=self.settings.catch_up_limit,

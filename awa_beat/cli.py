@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import click
 
 from . import __version__
-from .config import DATABASE_URL_ENV, database_url, redact
+from .config import DATABASE_URL_ENV, celery_dispatch_refused, database_url, redact
 from .cron import load_timezone
 from .errors import AwaBeatError, SchemaError
 from .fire_times import POLICIES, calendar_for, next_fire_after
@@ -562,7 +562,6 @@ def import_(database_url: str | None, app_spec: str | None, from_django: str | N
     """
     from . import importers
     from .config import Settings
-    from .errors import ConfigError
 
     chosen = [name for name, value in (("--from-django", from_django),
                                        ("--from-redbeat", from_redbeat),
@@ -610,9 +609,9 @@ def import_(database_url: str | None, app_spec: str | None, from_django: str | N
         if not dry_run:
             store.migrate()
         if store.awa_owned and any(r.spec.dispatch == "celery" for r in imported):
-            raise ConfigError(
-                "Celery dispatch needs awa-beat's standalone schema, but Awa owns awa.jobs in "
-                "this database; import with --dispatch awa, or into a database of its own")
+            raise celery_dispatch_refused(
+                [r.name for r in imported if r.spec.dispatch == "celery"],
+                "import with --dispatch awa, or into a database of its own")
         try:
             existing = {row.name: row for row in store.get_many([r.name for r in imported])}
         except SchemaError:

@@ -52,6 +52,34 @@ def database_url(
     return validate_dsn(url) if url else None
 
 
+def resolve_database_url(url: str | None, *, create_embedded: bool = True) -> str:
+    """Where every entry point finds its database: ``url`` (the configured one), else
+    the embedded PostgreSQL in :func:`~awa_beat.embedded.default_data_dir`, started or
+    joined. A beat creates that server on first use; a command that only reads
+    (``create_embedded=False``) uses it only if a beat already made it, so that a typo'd
+    environment never silently lists an empty database.
+    """
+    if url:
+        return validate_dsn(url)
+    from .embedded import default_data_dir, embedded_database_url
+
+    data_dir = default_data_dir()
+    if not create_embedded and not (data_dir / "PG_VERSION").exists():
+        raise ConfigError(
+            f"no database: pass --database-url or set {DATABASE_URL_ENV} (or the app's "
+            f"awa_beat_database_url); no embedded PostgreSQL in {data_dir} either")
+    return embedded_database_url(data_dir)
+
+
+def celery_dispatch_refused(entries: list[str], fix: str) -> ConfigError:
+    """The refusal to dispatch ``entries`` to Celery where Awa owns ``awa.jobs``: Awa
+    workers would run those jobs too. Beat and the importer both make it."""
+    shown = f"; entries: {', '.join(entries)}" if entries else ""
+    return ConfigError("Celery dispatch needs awa-beat's standalone schema, but Awa owns "
+                       f"awa.jobs in this database (Awa workers would run those jobs too); "
+                       f"{fix}{shown}")
+
+
 @dataclass(frozen=True)
 class Settings:
     """awa-beat's settings, read Celery-style from the app's configuration.
