@@ -465,6 +465,10 @@ class Bridge:
 
     # -- the loop's entry point --------------------------------------------------------------
 
+    def wake(self) -> None:
+        """There may be jobs to publish (fired, triggered, or left by a past leader)."""
+        self.pending = True
+
     def due(self) -> bool:
         return self.pending and time.monotonic() >= self._retry_at
 

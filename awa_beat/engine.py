@@ -30,14 +30,15 @@ from __future__ import annotations
 
 import heapq
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
+from typing import Protocol
 
 from .errors import ScheduleError, StoreError
 from .fire_times import POLICIES, Calendar, calendar_for, due_fires, next_fire_after
+from .logs import event
 from .records import CronState, FireRequest, FireResult, TableState
-from .store import Store
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,31 @@ FIRE_BATCH = 2000
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+class EngineStore(Protocol):
+    """What the engine needs of a store: :class:`awa_beat.store.Store` against
+    PostgreSQL, :class:`awa_beat.testing.MemoryStore` in memory."""
+
+    def cron_states(self) -> tuple[TableState, list[CronState]]:
+        """Every row and the table's fingerprint, from one snapshot."""
+        ...
+
+    def changes(self, since: datetime, seen_xmin: int | None = None,
+                held: Callable[[str], CronState | None] | None = None,
+                ) -> tuple[TableState, list[CronState]]:
+        """The fingerprint and the rows changed after ``since`` (leaving out those
+        ``held`` already has as they are)."""
+        ...
+
+    def cron_states_by_name(self, names: Sequence[str]) -> list[CronState]:
+        """The rows that still exist among ``names``."""
+        ...
+
+    def fire(self, requests: Sequence[FireRequest]) -> FireResult:
+        """Compare-and-swap each request's cursor and insert its jobs, atomically per
+        request: a request whose cursor moved meanwhile fires nothing."""
+        ...
 
 
 @dataclass(slots=True)
@@ -81,7 +107,7 @@ class Engine:
 
     def __init__(
         self,
-        store: Store,
+        store: EngineStore,
         *,
         catch_up_limit: int = 1000,
         refresh_interval: float = 1.0,
@@ -181,15 +207,17 @@ class Engine:
         key = (row.updated_at, problem)
         if self._reported.get(row.name) != key:
             self._reported[row.name] = key
-            logger.error("beat: schedule %r is invalid and is skipped until it changes: %s",
-                         row.name, problem)
+            event(logger, logging.ERROR, "schedule.invalid",
+                  "beat: schedule %r is invalid and is skipped until it changes: %s",
+                  row.name, problem, schedule=row.name, problem=problem)
 
     def _report_failed(self, row: CronState, error: str) -> None:
         key = (row.updated_at, error)
         if self._reported.get(row.name) != key:
             self._reported[row.name] = key
-            logger.error("beat: firing schedule %r failed, retrying every %.0f s: %s",
-                         row.name, RETRY_DELAY, error)
+            event(logger, logging.ERROR, "fire.failed",
+                  "beat: firing schedule %r failed, retrying every %.0f s: %s",
+                  row.name, RETRY_DELAY, error, schedule=row.name, error=error)
 
     def _schedule(self, entry: _Entry, *, at: float | None = None) -> None:
         row = entry.row
@@ -311,9 +339,10 @@ class Engine:
             entry = self._entries[request.name]
             if request.name in fired:
                 if len(request.fire_times) >= self.catch_up_limit:
-                    logger.warning("beat: schedule %r hit the catch-up limit of %s fires in one "
-                                   "pass; the rest follow in the next passes",
-                                   request.name, self.catch_up_limit)
+                    event(logger, logging.WARNING, "fire.catch_up_limit",
+                          "beat: schedule %r hit the catch-up limit of %s fires in one "
+                          "pass; the rest follow in the next passes",
+                          request.name, self.catch_up_limit, schedule=request.name)
                 # As the row now reads, so that the next refresh finds nothing new in it.
                 entry.row = replace(entry.row, last_enqueued_at=request.fire_times[-1],
                                     updated_at=fired[request.name] or entry.row.updated_at)

@@ -35,6 +35,7 @@ import psycopg.sql
 
 from .config import AWA_MAIN_LOCK_KEY, DEFAULT_LOCK_KEY, redact
 from .errors import AwaBeatError, ConfigError, SessionLockUnsupported, StoreError, first_line
+from .logs import event
 from .store import connect, process_identity, typed_error
 
 logger = logging.getLogger(__name__)
@@ -82,11 +83,13 @@ class Leadership:
             raise
         except (psycopg.Error, StoreError) as exc:
             self._drop_connection()
-            logger.warning("beat: election attempt failed on %s: %s",
-                           redact(self.conninfo), first_line(exc))
+            event(logger, logging.WARNING, "leader.election_failed",
+                  "beat: election attempt failed on %s: %s", redact(self.conninfo),
+                  first_line(exc), error=first_line(exc))
             return False
         self.since = time.monotonic()
-        logger.info("beat: %s is now the leader (lock key %s)", self.identity, self.lock_key)
+        event(logger, logging.INFO, "leader.won", "beat: %s is now the leader (lock key %s)",
+              self.identity, self.lock_key, identity=self.identity, lock_key=self.lock_key)
         return True
 
     def ping(self) -> bool:
@@ -96,8 +99,10 @@ class Leadership:
         try:
             self._conn.execute("SELECT 1")
         except psycopg.Error as exc:
-            logger.warning("beat: %s lost leadership (lock key %s): ping failed: %s",
-                           self.identity, self.lock_key, first_line(exc))
+            event(logger, logging.WARNING, "leader.lost",
+                  "beat: %s lost leadership (lock key %s): ping failed: %s", self.identity,
+                  self.lock_key, first_line(exc), identity=self.identity,
+                  lock_key=self.lock_key, error=first_line(exc))
             self._lose()
             return False
         return True
@@ -115,8 +120,9 @@ class Leadership:
             self._conn.execute(
                 psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel)))
         except psycopg.Error as exc:
-            logger.warning("beat: cannot LISTEN on %s, polling instead: %s", channel,
-                           first_line(exc))
+            event(logger, logging.WARNING, "leader.listen_failed",
+                  "beat: cannot LISTEN on %s, polling instead: %s", channel,
+                  first_line(exc), error=first_line(exc))
             return False
         self._channel = channel
         return True
@@ -146,8 +152,10 @@ class Leadership:
                     selector.register(conn.fileno(), selectors.EVENT_READ)
                     selector.select(remaining)
         except psycopg.Error as exc:
-            logger.warning("beat: %s lost leadership (lock key %s): connection failed: %s",
-                           self.identity, self.lock_key, first_line(exc))
+            event(logger, logging.WARNING, "leader.lost",
+                  "beat: %s lost leadership (lock key %s): connection failed: %s",
+                  self.identity, self.lock_key, first_line(exc), identity=self.identity,
+                  lock_key=self.lock_key, error=first_line(exc))
             self._lose()
             return set()
 
@@ -159,8 +167,9 @@ class Leadership:
         connection.
         """
         if self._conn is not None and self.is_leader:
-            logger.info("beat: %s resigned leadership (lock key %s)",
-                        self.identity, self.lock_key)
+            event(logger, logging.INFO, "leader.resigned",
+                  "beat: %s resigned leadership (lock key %s)", self.identity,
+                  self.lock_key, identity=self.identity, lock_key=self.lock_key)
         self._lose()
 
     close = resign

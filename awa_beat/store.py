@@ -445,7 +445,7 @@ class Store:
         try:
             result.jobs = self._fire_batch(requests)
         except psycopg.OperationalError as exc:
-            raise StoreError(f"firing failed: {first_line(exc)}") from exc
+            raise DatabaseUnavailable(f"firing failed: {first_line(exc)}") from exc
         except psycopg.Error as exc:
             if len(requests) == 1:
                 result.failed[requests[0].name] = first_line(exc)

@@ -8,15 +8,16 @@ creates uniquely named databases there, clones templates, and drops them all.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import os
 import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
-from datetime import datetime, timedelta
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -25,7 +26,11 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from .store import Store
+from .errors import DatabaseUnavailable, SchemaError
+from .records import CronState, FiredJob, FireRequest, FireResult, SyncResult, TableState
+from .store import Store, SyncBatch
+
+UTC = timezone.utc
 
 TEST_DATABASE_URL_ENV = "AWA_BEAT_TEST_DATABASE_URL"
 
@@ -67,9 +72,14 @@ class FakeClock:
 
     def __init__(self, now: datetime) -> None:
         self.now = now
+        self._start = now
 
     def __call__(self) -> datetime:
         return self.now
+
+    def monotonic(self) -> float:
+        """The same time on a monotonic scale (for a node's timers), never 0."""
+        return 1000.0 + (self.now - self._start).total_seconds()
 
     def advance(self, **kwargs: float) -> None:
         self.now += timedelta(**kwargs)
@@ -189,3 +199,215 @@ def actions(records: Iterable[Any]) -> list[str]:
     """The ``action`` of each log record that has one (see :mod:`awa_beat.logs`), in
     order: what tests assert on, rather than on the wording of messages."""
     return [r.action for r in records if getattr(r, "action", None)]
+
+
+# -- an in-memory store and leadership, for engine and node tests without a database ------
+
+
+class MemoryStore:
+    """The store's contract in memory, compare-and-swap included, for unit tests of the
+    engine and the node (:class:`~awa_beat.engine.EngineStore`,
+    :class:`~awa_beat.node.NodeStore`).
+
+    Rows are kept as :class:`~awa_beat.records.CronState`; ``clock`` stamps
+    ``created_at``/``updated_at`` as the server's ``now()`` would. Set :attr:`down` to a
+    message to make every call raise :class:`~awa_beat.errors.DatabaseUnavailable`, as
+    a lost database does. No notifications: a node on it polls.
+    """
+
+    change_channel = None
+
+    def __init__(self, clock: Callable[[], datetime], *, origin: str = "",
+                 awa_owned: bool = False) -> None:
+        self.clock = clock
+        self.origin = origin
+        self.awa_owned = awa_owned
+        self.rows: dict[str, CronState] = {}
+        self.owners: dict[str, str] = {}
+        self.jobs: list[FiredJob] = []
+        self.beats: dict[str, dict[str, Any]] = {}
+        self.down: str | None = None
+        self.opened = self.migrated = False
+        self.calls: list[str] = []
+        """The name of every method called, in order (for tests of who asks what)."""
+
+    def _call(self, what: str) -> None:
+        self.calls.append(what)
+        if self.down is not None:
+            raise DatabaseUnavailable(f"{what} failed: {self.down}")
+
+    # -- life --------------------------------------------------------------------------
+
+    def open(self, *, conn: Any = None) -> MemoryStore:
+        self._call("open")
+        self.opened = True
+        return self
+
+    def close(self) -> None:
+        self.opened = False
+
+    def connection(self) -> AbstractContextManager[None]:
+        return nullcontext()
+
+    def check_schema(self) -> None:
+        self._call("check_schema")
+        if not self.migrated:
+            raise SchemaError("awa-beat's schema is not set up")
+
+    def migrate(self) -> None:
+        self._call("migrate")
+        self.migrated = True
+
+    def analyze_if_stale(self) -> bool:
+        return False
+
+    # -- schedules ---------------------------------------------------------------------
+
+    def add(self, name: str, cron_expr: str, *, last_enqueued_at: datetime | None = None,
+            timezone: str = "UTC", missed_fire_policy: str = "coalesce",
+            paused_at: datetime | None = None, created_at: datetime | None = None) -> None:
+        """Store a row directly, as another writer would."""
+        now = self.clock()
+        self.rows[name] = CronState(name, cron_expr, timezone, missed_fire_policy,
+                                    last_enqueued_at, created_at or now, now, paused_at)
+
+    def update(self, name: str, **changes: Any) -> None:
+        """Change a row as another writer would (bumps ``updated_at``)."""
+        self.rows[name] = dataclasses.replace(self.rows[name], **changes,
+                                              updated_at=self.clock())
+
+    def sync(self, rows: SyncBatch) -> SyncResult:
+        self._call("sync")
+        p = rows.params
+        now = self.clock()
+        inserted = updated = 0
+        for name, expr, zone, policy in zip(p["names"], p["cron_exprs"], p["timezones"],
+                                            p["policies"], strict=True):
+            old = self.rows.get(name)
+            if old is None:
+                self.rows[name] = CronState(name, expr, zone, policy,
+                                            now.replace(microsecond=0), now, now, None)
+                inserted += 1
+            elif (old.cron_expr, old.timezone, old.missed_fire_policy) != (expr, zone, policy):
+                self.rows[name] = dataclasses.replace(old, cron_expr=expr, timezone=zone,
+                                                      missed_fire_policy=policy,
+                                                      updated_at=now)
+                updated += 1
+            self.owners[name] = p["deployment"]
+        return SyncResult(inserted, updated, rows.size - inserted - updated)
+
+    def owned_names(self, deployment: str) -> list[str]:
+        self._call("owned_names")
+        return sorted(n for n, d in self.owners.items() if d == deployment and n in self.rows)
+
+    def _state(self) -> TableState:
+        return TableState(len(self.rows), sum(hash(n) for n in self.rows), self.clock())
+
+    def cron_states(self) -> tuple[TableState, list[CronState]]:
+        self._call("cron_states")
+        return self._state(), list(self.rows.values())
+
+    def changes(self, since: datetime, seen_xmin: int | None = None,
+                held: Callable[[str], CronState | None] | None = None,
+                ) -> tuple[TableState, list[CronState]]:
+        self._call("changes")
+        rows = [r for r in self.rows.values() if r.updated_at > since
+                and (held is None or held(r.name) != r)]
+        return self._state(), rows
+
+    def cron_states_by_name(self, names: Sequence[str]) -> list[CronState]:
+        self._call("cron_states_by_name")
+        return [self.rows[n] for n in names if n in self.rows]
+
+    def fire(self, requests: Sequence[FireRequest]) -> FireResult:
+        """The compare-and-swap of ``fire_batch_*``: a request fires only if its row
+        exists, is not paused and its cursor is still the one it expects."""
+        self._call("fire")
+        result = FireResult()
+        now = self.clock()
+        for request in requests:
+            row = self.rows.get(request.name)
+            if (row is None or row.paused_at is not None
+                    or row.last_enqueued_at != request.expected or not request.fire_times):
+                continue
+            self.rows[request.name] = dataclasses.replace(
+                row, last_enqueued_at=request.fire_times[-1], updated_at=now)
+            for t in request.fire_times:
+                job = FiredJob(len(self.jobs) + 1, request.name,
+                               t.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S+00"), now)
+                self.jobs.append(job)
+                result.jobs.append(job)
+        return result
+
+    # -- bookkeeping -------------------------------------------------------------------
+
+    def heartbeat(self, **beat: Any) -> None:
+        self._call("heartbeat")
+        self.beats[beat["identity"]] = beat
+
+    def beat_gone(self, identity: str) -> None:
+        self._call("beat_gone")
+        self.beats.pop(identity, None)
+
+    def fired(self, name: str) -> list[str]:
+        """The fire times of ``name``'s jobs, in order."""
+        return [j.fire_time for j in self.jobs if j.name == name]
+
+
+class MemoryLock:
+    """One advisory lock shared by the :class:`MemoryLeadership` objects given it."""
+
+    def __init__(self) -> None:
+        self.holder: MemoryLeadership | None = None
+
+
+class MemoryLeadership:
+    """:class:`~awa_beat.leader.Leadership`'s contract over a :class:`MemoryLock`.
+
+    ``monotonic`` is the clock ``since`` is read from (the node's). Set :attr:`alive`
+    to False to make the session fail its next ping, as a dropped connection does.
+    """
+
+    listening = False
+
+    def __init__(self, lock: MemoryLock, identity: str,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.lock = lock
+        self.identity = identity
+        self.monotonic = monotonic
+        self.since: float | None = None
+        self.alive = True
+        self.attempts = 0
+
+    @property
+    def is_leader(self) -> bool:
+        return self.since is not None
+
+    def connection(self) -> None:
+        return None
+
+    def try_acquire(self) -> bool:
+        self.attempts += 1
+        if self.is_leader:
+            return True
+        if self.lock.holder is not None or not self.alive:
+            return False
+        self.lock.holder = self
+        self.since = self.monotonic()
+        return True
+
+    def ping(self) -> bool:
+        if self.is_leader and not self.alive:
+            self.resign()
+        return self.is_leader
+
+    def listen(self, channel: str) -> bool:
+        return False
+
+    def wait(self, timeout: float) -> set[str]:
+        return set()
+
+    def resign(self) -> None:
+        if self.lock.holder is self:
+            self.lock.holder = None
+        self.since = None

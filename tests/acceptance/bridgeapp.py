@@ -13,6 +13,9 @@ import os
 from celery import Celery
 from celery.schedules import crontab
 
+from awa_beat import Scheduler
+from awa_beat.node import NodeHooks
+
 IDLE_SCHEDULE = {
     "yearly": {"task": "acc.record", "args": ["yearly"],
                "schedule": crontab(minute=0, hour=0, day_of_month=1, month_of_year=1)},
@@ -49,3 +52,9 @@ def record(self, *args, **kwargs) -> None:
             "origin": getattr(self.request, "x-origin", None)
             or (self.request.headers or {}).get("x-origin"),
         }) + "\n")
+
+
+class CrashingScheduler(Scheduler):
+    """Dies (exit code 3) right after its first fire commits, before it publishes."""
+
+    hooks = NodeHooks(after_fire=lambda result: os._exit(3))

@@ -34,8 +34,9 @@ class Processes:
         self.procs.append(proc)
         return proc
 
-    def beat(self, name: str, **extra_env: str) -> subprocess.Popen[bytes]:
-        return self.start("beat", "-S", "awa_beat.Scheduler", "-l", "info", "--pidfile=",
+    def beat(self, name: str, scheduler: str = "awa_beat.Scheduler",
+             **extra_env: str) -> subprocess.Popen[bytes]:
+        return self.start("beat", "-S", scheduler, "-l", "info", "--pidfile=",
                           "-s", str(self.tmp / f"unused-{name}"), name=name, **extra_env)
 
     def worker(self) -> subprocess.Popen[bytes]:
@@ -106,7 +107,7 @@ def test_worker_runs_every_fire_of_two_replicas(setup) -> None:
 
 def test_leader_killed_between_commit_and_publish_loses_nothing(setup) -> None:
     url, record, procs = setup
-    crashing = procs.beat("crashing", AWA_BEAT_TEST_FAULT="exit-after-fire")
+    crashing = procs.beat("crashing", "tests.acceptance.bridgeapp:CrashingScheduler")
     assert crashing.wait(60) == 3  # died right after its first fire committed
     c = connect(url)
     (pending,) = c.execute("SELECT array_agg(id) FROM awa.jobs WHERE state = 'available'"

@@ -101,7 +101,9 @@ def test_a_row_whose_job_breaks_awas_limits_does_not_spin(db_url: str, caplog) -
             engine.run_pass()
             engine.run_pass()
         assert engine.wait() == pytest.approx(30.0)
-        assert len([r for r in caplog.records if "'tags'" in r.getMessage()]) == 1
+        invalid = [r.schedule for r in caplog.records
+                   if getattr(r, "action", None) == "schedule.invalid"]
+        assert invalid == ["tags"]
 
 
 @pytest.mark.parametrize("layout", ["standalone"])

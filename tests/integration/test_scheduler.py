@@ -67,12 +67,12 @@ def test_scheduler_syncs_elects_and_fires_with_injected_clock(db_url: str, conn)
         assert {r[0] for r in conn.execute("SELECT name FROM awa.cron_jobs")} == {
             "every-minute", "ny-daily", "every-7s"}
         assert scheduler.tick() >= 0  # wins the election and runs a first pass
-        assert scheduler.leadership.is_leader
+        assert scheduler.node.leadership.is_leader
         # Move the cursors to a known past and let the clock cross a DST change.
         conn.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s, updated_at = now()",
                      (datetime(2025, 3, 8, 12, tzinfo=UTC),))
         clock.now = datetime(2025, 3, 10, 12, 0, 0, tzinfo=UTC)
-        scheduler.engine.load()
+        scheduler.node.engine.load()
         scheduler.tick()
         fired = jobs(conn)
         assert ("ny-daily", "2025-03-09 07:00:00+00") in fired  # 02:30 skipped -> 03:00 EDT
@@ -84,7 +84,7 @@ def test_scheduler_syncs_elects_and_fires_with_injected_clock(db_url: str, conn)
         assert len([1 for n, _ in jobs(conn) if n == "every-7s"]) == 2000
     finally:
         scheduler.close()
-    assert not scheduler.leadership.is_leader
+    assert not scheduler.node.leadership.is_leader
 
 
 def test_bad_schedule_exits_with_every_problem_and_writes_nothing(db_url: str, conn,
@@ -110,14 +110,14 @@ def test_two_schedulers_only_one_leads_and_close_hands_over(db_url: str) -> None
     try:
         first.tick()
         second.tick()
-        assert first.leadership.is_leader and not second.leadership.is_leader
+        assert first.node.leadership.is_leader and not second.node.leadership.is_leader
         first.close()
         deadline = 50
-        while not second.leadership.is_leader and deadline:
-            second._next_election = 0
+        while not second.node.leadership.is_leader and deadline:
+            second.node.timers.election.expire()
             second.tick()
             deadline -= 1
-        assert second.leadership.is_leader
+        assert second.node.leadership.is_leader
     finally:
         first.close()
         second.close()
@@ -126,27 +126,28 @@ def test_two_schedulers_only_one_leads_and_close_hands_over(db_url: str) -> None
 def test_orphans_are_reported_not_deleted(db_url: str, caplog) -> None:
     Scheduler(app=make_app(db_url, {"old": {"task": "t", "schedule": 5},
                                     "kept": {"task": "t", "schedule": 5}})).close()
-    with caplog.at_level("WARNING", logger="awa_beat.beat"):
+    with caplog.at_level("WARNING", logger="awa_beat"):
         Scheduler(app=make_app(db_url, {"kept": {"task": "t", "schedule": 5}})).close()
-    assert any("'old' is stored" in r.getMessage() and "awa-beat remove old" in r.getMessage()
-               for r in caplog.records)
+    orphans = [r for r in caplog.records if getattr(r, "action", None) == "schedule.orphan"]
+    assert [r.schedule for r in orphans] == ["old"]
+    assert "awa-beat remove old" in orphans[0].getMessage()
     c = connect(db_url)
     assert {r[0] for r in c.execute("SELECT name FROM awa.cron_jobs")} == {"old", "kept"}
     c.close()
 
 
 def test_the_leader_reasserts_the_configuration_in_slices(db_url: str, conn, monkeypatch) -> None:
-    import awa_beat.celery_scheduler as cs
+    import awa_beat.node as cs
 
     monkeypatch.setattr(cs, "RESYNC_SLICE", 2)
     schedule = {f"t{i}": {"task": "t", "schedule": 3600} for i in range(5)}
     scheduler = Scheduler(app=make_app(db_url, schedule))
     try:
         scheduler.tick()
-        assert scheduler.leadership.is_leader
+        assert scheduler.node.leadership.is_leader
         conn.execute("DELETE FROM awa.cron_jobs WHERE name IN ('t1', 't4')")
         conn.execute("UPDATE awa.cron_jobs SET cron_expr = '0 0 1 1 *' WHERE name = 't2'")
-        scheduler._next_sync = 0
+        scheduler.node.timers.sync.expire()
         waits = [scheduler.tick() for _ in range(3)]  # three slices of at most two rows
         assert waits[:2] == [0.0, 0.0]  # no sleeping while slices remain
         rows = dict(conn.execute("SELECT name, cron_expr FROM awa.cron_jobs"))
@@ -170,7 +171,7 @@ YEARLY = {"yearly": {"task": "t", "schedule": crontab(minute=0, hour=0, day_of_m
 def _lead(scheduler: Scheduler) -> None:
     """Win the election, then the tick that reports the new leader's heartbeat."""
     scheduler.tick()
-    assert scheduler.leadership.is_leader
+    assert scheduler.node.leadership.is_leader
     scheduler.tick()
 
 
@@ -205,14 +206,14 @@ def test_an_idle_leader_sleeps_until_a_change_wakes_it(db_url: str, layout: str,
         _lead(scheduler)
         if layout == "awa":
             # Awa's tables carry no trigger of ours: the leader polls every second.
-            assert not scheduler.leadership.listening
+            assert not scheduler.node.leadership.listening
             assert 0 <= scheduler.tick() <= 1.0
             return
-        assert scheduler.leadership.listening
+        assert scheduler.node.leadership.listening
         refreshes = _spy_refreshes(monkeypatch, scheduler)
         woken_by = []
-        real_wait = scheduler.leadership.wait
-        monkeypatch.setattr(scheduler.leadership, "wait",
+        real_wait = scheduler.node.leadership.wait
+        monkeypatch.setattr(scheduler.node.leadership, "wait",
                             lambda t: woken_by.append(real_wait(t)) or woken_by[-1])
         changed = threading.Event()
 
@@ -231,7 +232,7 @@ def test_an_idle_leader_sleeps_until_a_change_wakes_it(db_url: str, layout: str,
         assert woken_by == [{"cron_jobs "}]  # the table, and no origin: not beat's
         scheduler.tick()
         assert refreshes == [1]
-        assert scheduler.engine.rows()[0].paused_at is not None
+        assert scheduler.node.engine.rows()[0].paused_at is not None
     finally:
         scheduler.close()
 
@@ -241,7 +242,7 @@ def test_an_injected_clock_never_blocks_a_tick(db_url: str, layout: str) -> None
                           clock=Clock(datetime.now(UTC).replace(microsecond=0)))
     try:
         _lead(scheduler)
-        assert not scheduler.leadership.listening
+        assert not scheduler.node.leadership.listening
         assert scheduler.tick() > 0  # Celery (here: the test) does the sleeping
     finally:
         scheduler.close()
@@ -249,8 +250,8 @@ def test_an_injected_clock_never_blocks_a_tick(db_url: str, layout: str) -> None
 
 def _spy_refreshes(monkeypatch, scheduler: Scheduler) -> list[int]:
     calls: list[int] = []
-    real = scheduler.store.changes
-    monkeypatch.setattr(scheduler.store, "changes",
+    real = scheduler.node.store.changes
+    monkeypatch.setattr(scheduler.node.store, "changes",
                         lambda *a, **k: calls.append(1) or real(*a, **k))
     return calls
 
@@ -279,11 +280,11 @@ def test_a_resync_that_changed_rows_is_re_read(db_url: str, conn, layout: str,
     try:
         _lead(scheduler)
         conn.execute("UPDATE awa.cron_jobs SET cron_expr = '0 0 2 2 *', updated_at = now()")
-        scheduler.engine.refresh()  # the leader now holds the edited row
-        assert scheduler.engine.rows()[0].cron_expr == "0 0 2 2 *"
-        scheduler._next_sync = 0
+        scheduler.node.engine.refresh()  # the leader now holds the edited row
+        assert scheduler.node.engine.rows()[0].cron_expr == "0 0 2 2 *"
+        scheduler.node.timers.sync.expire()
         scheduler.tick()  # re-asserts the configuration: a write of its own
-        assert scheduler.engine.rows()[0].cron_expr == "0 0 1 1 *"
+        assert scheduler.node.engine.rows()[0].cron_expr == "0 0 1 1 *"
     finally:
         scheduler.close()
 
@@ -330,7 +331,7 @@ def test_sigterm_while_beat_waits_for_the_broker_stops_beat(databases, monkeypat
     read_frame = amqp.transport._AbstractTransport.read_frame
 
     def signal_mid_read(transport: Any, *args: Any, **kwargs: Any) -> Any:
-        publisher = scheduler.bridge._publisher
+        publisher = scheduler.node.outbox._publisher
         if not signalled and publisher._tag > publisher._confirmed:  # confirms awaited
             signalled.append(True)
             os.kill(os.getpid(), signal.SIGTERM)  # its handler runs inside this read
@@ -358,7 +359,7 @@ def test_sigterm_while_beat_waits_for_the_broker_stops_beat(databases, monkeypat
             conn.default_channel.queue_delete(queue)
     assert signalled, "no publish waited for the broker"
     assert not timed_out, "beat did not stop on SIGTERM"
-    assert scheduler.store is None and not scheduler.leadership.is_leader
+    assert scheduler.node.store is None and not scheduler.node.leadership.is_leader
     # (Other libraries' handlers of beat_init may log: RedBeat's, once a test imported it.)
     errors = [r.getMessage() for r in caplog.records
               if r.levelno >= logging.ERROR and r.name.startswith("awa_beat")]

@@ -1,0 +1,537 @@
+"""The beat runtime: one replica of a group, with no Celery in it.
+
+A :class:`BeatNode` owns everything a running beat does: the store, the leadership, the
+engine, the periodic re-sync of the configuration, the heartbeats that ``awa-beat
+status`` reads, and the outbox (the dispatch bridge, when jobs go to Celery). Its life
+is :meth:`BeatNode.open` (validate, migrate, sync, check), then :meth:`BeatNode.tick`
+in a loop, each call returning how long to sleep, then :meth:`BeatNode.close`. The Celery
+``Scheduler`` maps Celery's lifecycle onto these three and does nothing else.
+
+One tick, as a standby: keep the view of the table warm, and once per election
+interval (jittered) try the lock. As the leader: ping the lock's session when due,
+re-assert one slice of the configuration when a re-sync is under way, run one engine
+pass (fire what is due, refresh), publish what the outbox has, then either return the
+time until the next thing is due or, where the schema sends change notifications, sleep
+on the lock's session until a notification or that time. See docs/architecture.md for
+the leadership state machine and what each step guarantees.
+
+Every collaborator is injected (store, leadership, bridge factories, both clocks, fault
+hooks), so the node's timing is tested in the unit tier against
+:class:`awa_beat.testing.MemoryStore` with no database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any, Protocol
+
+from .config import Settings, celery_dispatch_refused
+from .engine import Engine, EngineStore, utcnow
+from .errors import AwaBeatError, SchemaError, StoreError
+from .logs import event
+from .records import FireResult
+from .spec import ScheduleSpec
+from .store import SyncBatch
+
+logger = logging.getLogger(__name__)
+
+#: Seconds between two heartbeats of a beat process in awa_beat.beats (`awa-beat status`
+#: lists the beats seen in the last minute).
+HEARTBEAT_INTERVAL = 15.0
+#: Seconds between two looks for Celery jobs that this process did not fire itself, when
+#: no notification tells of them (the Awa layout), and when one does (a backstop).
+OUTBOX_CHECK_INTERVAL = 5.0
+NOTIFIED_OUTBOX_CHECK_INTERVAL = 60.0
+#: Seconds between two refreshes of the leader's view: polling, and, when notifications
+#: wake it on every change, the backstop for a notification lost with its connection.
+POLL_REFRESH_INTERVAL = 1.0
+NOTIFIED_REFRESH_INTERVAL = 60.0
+#: Rows per statement when beat syncs its configuration (at start, then every sync
+#: interval, one slice per tick so that a large schedule never holds up firing).
+RESYNC_SLICE = 2000
+#: Seconds between two refreshes of a standby's view of the table.
+STANDBY_REFRESH_INTERVAL = 5.0
+#: Longest sleep after a database error before the next attempt.
+MAX_RETRY_WAIT = 1.0
+
+
+class Deadline:
+    """A point on the monotonic clock from which something is due again."""
+
+    __slots__ = ("at",)
+
+    def __init__(self, at: float = 0.0) -> None:
+        self.at = at
+        """Monotonic seconds; 0 means due at the next look."""
+
+    def due(self, now: float) -> bool:
+        return now >= self.at
+
+    def set(self, now: float, seconds: float) -> None:
+        """Due again ``seconds`` after ``now``."""
+        self.at = now + seconds
+
+    def expire(self) -> None:
+        """Due at the next look, whatever was set."""
+        self.at = 0.0
+
+    def left(self, now: float) -> float:
+        """Seconds until due (negative once due)."""
+        return self.at - now
+
+    def __repr__(self) -> str:
+        return f"Deadline({self.at:.3f})"
+
+
+@dataclass
+class Timers:
+    """The node's deadlines, one per periodic duty."""
+
+    election: Deadline
+    ping: Deadline
+    sync: Deadline
+    heartbeat: Deadline
+    outbox_check: Deadline
+    standby_refresh: Deadline
+
+    @classmethod
+    def new(cls) -> Timers:
+        return cls(Deadline(), Deadline(), Deadline(), Deadline(), Deadline(), Deadline())
+
+
+@dataclass
+class NodeHooks:
+    """Fault hooks, for tests that need a crash at a precise point; none in production.
+
+    ``after_fire`` runs once a fire batch has committed and before anything of it is
+    published (a test's ``os._exit`` there leaves fired jobs unpublished).
+    """
+
+    after_fire: Callable[[FireResult], None] | None = None
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """What a node knows of itself: the runtime facts metrics and status show."""
+
+    identity: str
+    role: str
+    """``"leader"``, ``"standby"``, or ``"closed"``."""
+    leader_since: datetime | None
+    last_lag: float | None
+    """Seconds between the latest fire time of the last firing pass and its start."""
+    database_ok: bool
+
+
+class NodeStore(EngineStore, Protocol):
+    """What the node needs of a store, beyond the engine's needs
+    (:class:`awa_beat.store.Store`, :class:`awa_beat.testing.MemoryStore`)."""
+
+    origin: str
+    awa_owned: bool
+
+    @property
+    def change_channel(self) -> str | None: ...
+    def open(self, *, conn: Any = None) -> Any: ...
+    def close(self) -> None: ...
+    def connection(self) -> AbstractContextManager[Any]: ...
+    def check_schema(self) -> Any: ...
+    def migrate(self) -> Any: ...
+    def sync(self, rows: SyncBatch) -> Any: ...
+    def analyze_if_stale(self) -> bool: ...
+    def owned_names(self, deployment: str) -> list[str]: ...
+    def heartbeat(self, **beat: Any) -> None: ...
+    def beat_gone(self, identity: str) -> None: ...
+
+
+class LeadershipLike(Protocol):
+    """What the node needs of :class:`awa_beat.leader.Leadership`."""
+
+    identity: str
+    since: float | None
+
+    @property
+    def is_leader(self) -> bool: ...
+    @property
+    def listening(self) -> bool: ...
+    def connection(self) -> Any: ...
+    def try_acquire(self) -> bool: ...
+    def ping(self) -> bool: ...
+    def listen(self, channel: str) -> bool: ...
+    def wait(self, timeout: float) -> set[str]: ...
+    def resign(self) -> None: ...
+
+
+class Outbox(Protocol):
+    """What the node needs of :class:`awa_beat.bridge.Bridge`."""
+
+    def wake(self) -> None: ...
+    def due(self) -> bool: ...
+    def next_wake(self) -> float: ...
+    def drain(self) -> int: ...
+    def purge(self) -> int: ...
+    def close(self) -> None: ...
+
+
+def _default_store(url: str, origin: str) -> NodeStore:
+    from .store import Store
+
+    return Store(url, origin=origin)
+
+
+def _default_leadership(url: str, lock_key: int,
+                        probe: Callable[[], AbstractContextManager[Any]]) -> LeadershipLike:
+    from .leader import Leadership
+
+    return Leadership(url, lock_key, probe=probe)
+
+
+def encode_batches(specs: Sequence[ScheduleSpec], deployment: str) -> list[SyncBatch]:
+    """The configuration as sync statements of RESYNC_SLICE rows, encoded once."""
+    shared: dict[Any, Any] = {}
+    return [SyncBatch.encode([spec.row(deployment) for spec in specs[i:i + RESYNC_SLICE]],
+                             deployment, shared)
+            for i in range(0, len(specs), RESYNC_SLICE)]
+
+
+class BeatNode:
+    """One beat replica: leads or stands by, fires, re-syncs, publishes. Not
+    thread-safe, except :meth:`close`, which may run from a signal handler between two
+    steps of :meth:`tick` only through the caller's own care (see the Celery adapter)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        specs: Sequence[ScheduleSpec],
+        *,
+        database_url: str,
+        identity: str | None = None,
+        clock: Callable[[], datetime] = utcnow,
+        monotonic: Callable[[], float] = time.monotonic,
+        make_store: Callable[[str, str], NodeStore] = _default_store,
+        make_leadership: Callable[[str, int, Callable[[], AbstractContextManager[Any]]],
+                                  LeadershipLike] = _default_leadership,
+        make_outbox: Callable[[NodeStore], Outbox] | None = None,
+        hooks: NodeHooks | None = None,
+    ) -> None:
+        """``specs`` is the validated configuration; ``make_outbox`` builds the dispatch
+        bridge when any job goes to Celery. With an injected ``clock`` the caller drives
+        time, so :meth:`tick` never sleeps on a notification in real time."""
+        from .store import process_identity
+
+        self.settings = settings
+        self.database_url = database_url
+        self.identity = identity or process_identity()
+        self.clock = clock
+        self._monotonic = monotonic
+        self._may_block = clock is utcnow
+        self._make_store = make_store
+        self._make_leadership = make_leadership
+        self._make_outbox = make_outbox
+        self.hooks = hooks or NodeHooks()
+        self._batches = encode_batches(specs, settings.deployment)
+        self._celery_entries = [s.name for s in specs if s.dispatch == "celery"]
+        self.store: NodeStore | None = None
+        self.leadership: LeadershipLike | None = None
+        self.engine: Engine | None = None
+        self.outbox: Outbox | None = None
+        self.timers = Timers.new()
+        self._resync: list[SyncBatch] = []
+        self._elected_once = False
+        self._outage = False
+        self._started_at = datetime.now(timezone.utc)
+
+    def __repr__(self) -> str:
+        return f"<BeatNode {self.identity} {self.status().role}>"
+
+    # -- life ------------------------------------------------------------------------------
+
+    def open(self) -> BeatNode:
+        """Connect, migrate if need be, refuse a layout the configuration cannot use,
+        sync the whole configuration and get ready to fire. Closes what it opened if
+        anything (a signal included) interrupts it."""
+        try:
+            self._open()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _open(self) -> None:
+        settings = self.settings
+        self.store = store = self._make_store(self.database_url, self.identity)
+        # The lock's session (its connection) reads the layout; the election checks
+        # that session locks hold with a connection of the pool: no connection is
+        # opened for either alone.
+        self.leadership = self._make_leadership(self.database_url, settings.lock_key,
+                                                store.connection)
+        store.open(conn=self.leadership.connection())
+        try:
+            store.check_schema()  # needs no CREATE privilege once migrated
+        except SchemaError:
+            store.migrate()
+        if self._celery_entries or settings.dispatch == "celery":
+            if store.awa_owned:
+                raise celery_dispatch_refused(
+                    self._celery_entries, "give awa-beat a database of its own, or dispatch "
+                    "to Awa workers (awa_beat_dispatch = 'awa')")
+            if self._make_outbox is not None:
+                self.outbox = self._make_outbox(store)
+        self._sync_all()
+        self.engine = Engine(store, catch_up_limit=settings.catch_up_limit,
+                             clock=self.clock, on_fired=self._on_fired)
+
+    def close(self) -> None:
+        """Resign, say goodbye in the heartbeat table, close the outbox and the store;
+        idempotent."""
+        if self.leadership is not None:
+            self.leadership.resign()  # first: a standby may take over right away
+        if self.store is not None and self.leadership is not None:
+            with contextlib.suppress(AwaBeatError):
+                self.store.beat_gone(self.leadership.identity)
+        if self.outbox is not None:
+            self.outbox.close()
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
+    @property
+    def closed(self) -> bool:
+        return self.store is None
+
+    def status(self) -> NodeStatus:
+        leading = bool(self.leadership is not None and self.leadership.is_leader)
+        since = None
+        if leading and self.leadership is not None and self.leadership.since is not None:
+            since = datetime.now(timezone.utc) - timedelta(
+                seconds=self._monotonic() - self.leadership.since)
+        role = "closed" if self.closed else ("leader" if leading else "standby")
+        lag = self.engine.last_lag if (leading and self.engine is not None) else None
+        return NodeStatus(self.identity, role, since, lag, not self._outage)
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def tick(self, now: float | None = None) -> float:
+        """One step; returns seconds until the next step is needed.
+
+        ``now`` is monotonic seconds (default: the node's monotonic clock). Database
+        errors are reported once per outage and retried; an error that makes running
+        pointless (session locks that do not hold) is raised, with the node closed.
+        """
+        if self.store is None:
+            return MAX_RETRY_WAIT  # closed (a caller may tick once more on its way out)
+        assert self.leadership is not None and self.engine is not None
+        if now is None:
+            now = self._monotonic()
+        if self._elected_once:
+            # Not before the first election: its outcome is what `status` should show,
+            # and the first fire should not wait for it.
+            self._heartbeat(now)
+        if not self.leadership.is_leader:
+            standing_by = self._stand_by(now)
+            if standing_by is not None:
+                return standing_by
+        if self.timers.ping.due(now):
+            self.timers.ping.set(now, self.settings.ping_interval)
+            if not self.leadership.ping():
+                return 0.0
+        try:
+            self._resync_slice(now)
+            self.engine.run_pass()
+            more = self._dispatch(now)
+        except StoreError as exc:
+            return self._store_failed(exc)
+        if self._outage:
+            event(logger, logging.INFO, "database.recovered", "beat: database reachable again")
+            self._outage = False
+        if more or self._resync:
+            return 0.0
+        return self._idle()
+
+    def _stand_by(self, now: float) -> float | None:
+        """A standby's step: the seconds to sleep, or None when it just took over."""
+        assert self.leadership is not None and self.engine is not None
+        election = self.timers.election
+        if not election.due(now) or self.engine.loaded:
+            # Not at the first tick: a first election loads the view if it wins.
+            self._warm_standby(now)
+        if not election.due(now):
+            return election.left(now)
+        # Jitter, so that standbys started together do not try in lockstep.
+        election.set(now, self.settings.election_interval * random.uniform(0.8, 1.2))
+        self._elected_once = True
+        try:
+            won = self.leadership.try_acquire()
+        except AwaBeatError:  # session locks do not hold here (PgBouncer pooling)
+            self.close()
+            raise
+        if not won:
+            return max(0.0, election.left(now))
+        self._took_over(now)
+        try:
+            self.engine.refresh()  # warm already (but at start): one cheap query
+        except StoreError as exc:
+            return self._store_failed(exc)
+        return None
+
+    def _took_over(self, now: float) -> None:
+        self.timers.ping.set(now, self.settings.ping_interval)
+        self.timers.sync.set(now, self.settings.sync_interval)
+        self.timers.heartbeat.expire()  # tell `awa-beat status` of the new leader now
+        self._listen()  # before the refresh, so no change falls between the two
+        if self.outbox is not None:
+            self.outbox.wake()  # the last leader may have left jobs unpublished
+
+    def _resync_slice(self, now: float) -> None:
+        """Re-assert the configuration every sync interval, one slice per tick, so that a
+        large schedule never holds up firing; the refresh picks up what changed."""
+        assert self.store is not None and self.engine is not None
+        if self.timers.sync.due(now):
+            self.timers.sync.set(now, self.settings.sync_interval)
+            self._resync = list(self._batches)
+        if self._resync:
+            synced = self.store.sync(self._resync.pop())
+            if synced.inserted or synced.updated:
+                self.engine.refresh_soon()  # our own writes notify no one
+
+    def _idle(self) -> float:
+        """Nothing to do right now: the seconds to sleep, or sleep here on the lock's
+        session until a notification (then 0)."""
+        assert self.store is not None and self.engine is not None
+        assert self.leadership is not None
+        # Measured after publishing, so time spent on the broker does not delay fires.
+        now = self._monotonic()
+        timers = self.timers
+        wait = min(self.engine.wait(), timers.ping.left(now), timers.sync.left(now))
+        if not self.leadership.listening:
+            return max(0.0, wait)  # the caller sleeps; the engine polls every second
+        # Sleep on the lock's connection instead of in the caller's loop: a change to
+        # the table or an inserted job wakes beat at once, so it polls nothing while idle.
+        wait = min(wait, timers.heartbeat.left(now))
+        if self.outbox is not None:
+            wait = min(wait, timers.outbox_check.left(now), self.outbox.next_wake() - now)
+        # Our own writes are passed over: the engine holds what it fired, the outbox
+        # knows its own jobs are pending, and a resync that changed rows said so above.
+        changed = {table for table, _, origin in
+                   (payload.partition(" ") for payload in self.leadership.wait(wait))
+                   if origin != self.store.origin}
+        if "cron_jobs" in changed:
+            self.engine.refresh_soon()
+        if "jobs" in changed and self.outbox is not None:
+            self.outbox.wake()
+        return 0.0
+
+    # -- duties ----------------------------------------------------------------------------
+
+    def _sync_all(self) -> None:
+        """The start-up sync, every slice before the first fire: a fire must not use a
+        definition the configuration has changed."""
+        assert self.store is not None
+        inserted = updated = unchanged = 0
+        for batch in self._batches:
+            result = self.store.sync(batch)
+            inserted += result.inserted
+            updated += result.updated
+            unchanged += result.unchanged
+        event(logger, logging.INFO, "sync",
+              "beat: synced %d schedule(s): %d new, %d changed, %d unchanged",
+              inserted + updated + unchanged, inserted, updated, unchanged,
+              inserted=inserted, updated=updated, unchanged=unchanged)
+        self.store.analyze_if_stale()  # before the first fire plans against the table
+        self._warn_orphans()
+
+    def configured_names(self) -> Iterable[str]:
+        return (name for batch in self._batches for name in batch.names)
+
+    def _warn_orphans(self) -> None:
+        assert self.store is not None
+        deployment = self.settings.deployment
+        configured = set(self.configured_names())
+        for name in self.store.owned_names(deployment):
+            if name not in configured:
+                event(logger, logging.WARNING, "schedule.orphan",
+                      "beat: schedule %r is stored (deployment %r) but no longer in "
+                      "beat_schedule; it keeps firing until removed: `awa-beat remove %s`",
+                      name, deployment, name, schedule=name, deployment=deployment)
+
+    def _listen(self) -> None:
+        """As a new leader, wake on notifications rather than poll, where the schema
+        sends them and the clock is real."""
+        assert self.store is not None and self.leadership is not None
+        assert self.engine is not None
+        channel = self.store.change_channel
+        notified = (self._may_block and channel is not None
+                    and self.leadership.listen(channel))
+        self.engine.refresh_interval = (NOTIFIED_REFRESH_INTERVAL if notified
+                                        else POLL_REFRESH_INTERVAL)
+
+    def _warm_standby(self, now: float) -> None:
+        """Keep a standby's view of the table current, so that taking over costs one
+        refresh, not a full load of every row."""
+        assert self.engine is not None
+        if not self.timers.standby_refresh.due(now):
+            return
+        self.timers.standby_refresh.set(now, STANDBY_REFRESH_INTERVAL)
+        with contextlib.suppress(StoreError):  # the election reports database trouble
+            self.engine.refresh()
+
+    def _heartbeat(self, now: float) -> None:
+        """Tell `awa-beat status` who runs, every HEARTBEAT_INTERVAL; never fatal."""
+        if not self.timers.heartbeat.due(now) or self.store is None:
+            return
+        self.timers.heartbeat.set(now, HEARTBEAT_INTERVAL)
+        status = self.status()
+        host, _, pid = self.identity.rpartition(":")
+        # Never fatal: the tick's real work reports database trouble.
+        with contextlib.suppress(StoreError):
+            self.store.heartbeat(
+                identity=self.identity, host=host, pid=int(pid),
+                deployment=self.settings.deployment, lock_key=self.settings.lock_key,
+                role=status.role, started_at=self._started_at,
+                leader_since=status.leader_since,
+                last_lag_ms=None if status.last_lag is None else status.last_lag * 1000)
+
+    def _store_failed(self, exc: StoreError) -> float:
+        if not self._outage:
+            event(logger, logging.ERROR, "database.outage",
+                  "beat: database error, retrying: %s", exc, error=str(exc))
+            self._outage = True
+        assert self.leadership is not None
+        self.leadership.ping()
+        return min(self.settings.election_interval, MAX_RETRY_WAIT)
+
+    def _on_fired(self, result: FireResult) -> None:
+        if logger.isEnabledFor(logging.INFO):
+            for job in result.jobs:
+                event(logger, logging.INFO, "fire", "beat: fired %s for %s (job %s)",
+                      job.name, job.fire_time, job.job_id, schedule=job.name,
+                      fire_time=job.fire_time, job_id=job.job_id)
+        if self.hooks.after_fire is not None:
+            self.hooks.after_fire(result)
+        if self.outbox is not None:
+            self.outbox.wake()
+
+    def _dispatch(self, now: float) -> bool:
+        """Publish what the outbox has pending; True when more is waiting right now."""
+        outbox = self.outbox
+        if outbox is None:
+            return False
+        if self.timers.outbox_check.due(now):
+            # Jobs fired by another process (a manual trigger, another deployment's
+            # leader) are found this way; our own fires wake the outbox at once.
+            assert self.leadership is not None
+            self.timers.outbox_check.set(now, NOTIFIED_OUTBOX_CHECK_INTERVAL
+                                         if self.leadership.listening
+                                         else OUTBOX_CHECK_INTERVAL)
+            outbox.wake()
+        if outbox.due():
+            outbox.drain()
+        outbox.purge()
+        return outbox.due()

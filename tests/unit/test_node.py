@@ -1,0 +1,239 @@
+"""The runtime node's timing and duties, against the in-memory store: no database."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from awa_beat.config import Settings
+from awa_beat.errors import ConfigError
+from awa_beat.node import HEARTBEAT_INTERVAL, BeatNode, NodeHooks
+from awa_beat.records import FireResult
+from awa_beat.spec import specs_from_beat_schedule
+from awa_beat.testing import FakeClock, MemoryLeadership, MemoryLock, MemoryStore, actions
+
+UTC = timezone.utc
+T0 = datetime(2026, 3, 2, 12, 0, 0, tzinfo=UTC)
+IDS = {"a": "h:1", "b": "h:2"}
+EVERY_5S = {"five": {"task": "t.five", "schedule": 5}}
+
+
+class Cluster:
+    """Nodes sharing one in-memory database and one lock, driven by one fake clock."""
+
+    def __init__(self, clock: FakeClock, *, awa_owned: bool = False) -> None:
+        self.clock = clock
+        self.store = MemoryStore(clock, awa_owned=awa_owned)
+        self.lock = MemoryLock()
+        self.leaderships: dict[str, MemoryLeadership] = {}
+
+    def node(self, identity: str, entries: dict[str, Any], *, dispatch: str | None = None,
+             outbox: Any = None, hooks: NodeHooks | None = None, **settings: Any) -> BeatNode:
+        conf = Settings(deployment="d", dispatch=dispatch, **settings)
+        specs = specs_from_beat_schedule(entries, default_dispatch=dispatch or "awa")
+
+        def leadership(url: str, key: int, probe: Any) -> MemoryLeadership:
+            self.leaderships[identity] = MemoryLeadership(self.lock, IDS[identity],
+                                                          self.clock.monotonic)
+            return self.leaderships[identity]
+
+        return BeatNode(conf, specs, database_url="memory://", identity=IDS[identity],
+                        clock=self.clock, monotonic=self.clock.monotonic,
+                        make_store=lambda url, origin: self.store,
+                        make_leadership=leadership,
+                        make_outbox=(lambda store: outbox) if outbox is not None else None,
+                        hooks=hooks)
+
+    def run(self, nodes: list[BeatNode], seconds: float) -> None:
+        """Tick every open node and sleep what they ask (at least 1 ms) until
+        ``seconds`` of fake time have passed."""
+        end = self.clock.now + timedelta(seconds=seconds)
+        while self.clock.now < end:
+            waits = [n.tick(self.clock.monotonic()) for n in nodes if not n.closed]
+            step = max(0.001, min(waits, default=1.0))
+            self.clock.advance(seconds=min(step, (end - self.clock.now).total_seconds()))
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(T0)
+
+
+def test_a_node_migrates_syncs_leads_and_fires_on_time(clock: FakeClock) -> None:
+    cluster = Cluster(clock)
+    node = cluster.node("a", EVERY_5S).open()
+    assert cluster.store.calls[:4] == ["open", "check_schema", "migrate", "sync"]
+    assert set(cluster.store.rows) == {"five"}
+    cluster.run([node], 21)
+    assert node.status().role == "leader"
+    assert cluster.store.fired("five") == ["2026-03-02 12:00:05+00", "2026-03-02 12:00:10+00",
+                                           "2026-03-02 12:00:15+00", "2026-03-02 12:00:20+00"]
+    node.close()
+    assert node.closed and cluster.lock.holder is None
+
+
+def test_the_wait_is_the_time_until_the_next_fire(clock: FakeClock) -> None:
+    cluster = Cluster(clock)
+    node = cluster.node("a", {"hourly": {"task": "t", "schedule": 3600}}).open()
+    clock.advance(seconds=10)
+    # Polling (no notifications in memory): the engine refreshes every second.
+    assert 0 < node.tick(clock.monotonic()) <= 1.0
+    assert node.status().role == "leader"
+    clock.advance(seconds=3595 - 10)  # 12:59:55
+    assert node.tick(clock.monotonic()) == pytest.approx(1.0)
+    clock.advance(seconds=4.5)
+    assert node.tick(clock.monotonic()) == pytest.approx(0.5)
+    node.close()
+
+
+def test_only_one_of_two_nodes_fires_and_the_standby_takes_over(clock: FakeClock) -> None:
+    cluster = Cluster(clock)
+    a = cluster.node("a", EVERY_5S).open()
+    b = cluster.node("b", EVERY_5S).open()
+    cluster.run([a, b], 12)
+    assert [a.status().role, b.status().role] == ["leader", "standby"]
+    a.close()
+    cluster.run([b], 10)
+    assert b.status().role == "leader"
+    fired = cluster.store.fired("five")
+    assert fired == [f"2026-03-02 12:00:{s:02d}+00" for s in (5, 10, 15, 20)]
+    b.close()
+
+
+def test_a_failed_ping_ends_leadership_and_the_node_stands_again(clock: FakeClock) -> None:
+    cluster = Cluster(clock)
+    node = cluster.node("a", EVERY_5S, ping_interval=2.0).open()
+    cluster.run([node], 3)
+    leadership = cluster.leaderships["a"]
+    leadership.alive = False
+    clock.now = T0.replace(second=10)  # a fire is due, and so is the ping
+    node.timers.ping.expire()
+    fired = len(cluster.store.jobs)
+    assert node.tick(clock.monotonic()) == 0.0
+    assert node.status().role == "standby" and len(cluster.store.jobs) == fired
+    cluster.run([node], 10)
+    assert len(cluster.store.jobs) == fired  # a node that may have lost its lock fires nothing
+    leadership.alive = True
+    cluster.run([node], 6)
+    assert node.status().role == "leader" and len(cluster.store.jobs) > fired
+    node.close()
+
+
+def test_a_database_outage_is_reported_once_and_retried_within_a_second(
+        clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
+    cluster = Cluster(clock)
+    node = cluster.node("a", EVERY_5S).open()
+    cluster.run([node], 6)
+    cluster.store.down = "connection refused"
+    caplog.set_level(logging.INFO, logger="awa_beat")
+    waits = []
+    for _ in range(5):
+        waits.append(node.tick(clock.monotonic()))
+        clock.advance(seconds=waits[-1])
+    assert all(0 < w <= 1.0 for w in waits)
+    assert actions(caplog.records).count("database.outage") == 1
+    cluster.store.down = None
+    cluster.run([node], 1)
+    assert "database.recovered" in actions(caplog.records)
+    # coalesce: the fire times missed while the database was away come as one fire
+    assert cluster.store.fired("five")[-1] == "2026-03-02 12:00:10+00"
+    node.close()
+
+
+def test_heartbeats_every_interval_with_the_role(clock: FakeClock) -> None:
+    cluster = Cluster(clock)
+    a = cluster.node("a", EVERY_5S).open()
+    b = cluster.node("b", EVERY_5S).open()
+    cluster.run([a, b], 2)
+    beats = cluster.store.beats
+    assert {k: v["role"] for k, v in beats.items()} == {"h:1": "leader", "h:2": "standby"}
+    assert beats["h:1"]["leader_since"] is not None and beats["h:2"]["leader_since"] is None
+    before = cluster.store.calls.count("heartbeat")
+    cluster.run([a, b], HEARTBEAT_INTERVAL * 2)
+    assert cluster.store.calls.count("heartbeat") - before == 4  # two each, no more
+    a.close()
+    assert set(beats) == {"h:2"}
+    b.close()
+
+
+def test_the_configuration_is_reasserted_every_sync_interval(clock: FakeClock) -> None:
+    cluster = Cluster(clock)
+    node = cluster.node("a", {"hourly": {"task": "t", "schedule": 3600}},
+                        sync_interval=30).open()
+    cluster.run([node], 2)
+    configured = cluster.store.rows["hourly"].cron_expr
+    cluster.store.update("hourly", cron_expr="@every 60s")  # an edit by hand
+    cluster.run([node], 20)
+    assert cluster.store.rows["hourly"].cron_expr == "@every 60s"  # not yet
+    cluster.run([node], 15)
+    assert cluster.store.rows["hourly"].cron_expr == configured
+    node.close()
+
+
+def test_stored_rows_the_configuration_dropped_are_reported(
+        clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
+    cluster = Cluster(clock)
+    cluster.node("a", {**EVERY_5S, "old": {"task": "t", "schedule": 9}}).open().close()
+    caplog.set_level(logging.WARNING, logger="awa_beat")
+    cluster.node("b", EVERY_5S).open().close()
+    orphans = [r for r in caplog.records if getattr(r, "action", None) == "schedule.orphan"]
+    assert [r.schedule for r in orphans] == ["old"]
+    assert set(cluster.store.rows) == {"five", "old"}  # reported, never deleted
+
+
+class RecordingOutbox:
+    def __init__(self) -> None:
+        self.pending = False
+        self.wakes = self.drains = 0
+        self.closed = False
+
+    def wake(self) -> None:
+        self.wakes += 1
+        self.pending = True
+
+    def due(self) -> bool:
+        return self.pending
+
+    def next_wake(self) -> float:
+        return float("inf")
+
+    def drain(self) -> int:
+        self.drains += 1
+        self.pending = False
+        return 1
+
+    def purge(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_fires_wake_the_outbox_and_the_hook_runs_before_it(clock: FakeClock) -> None:
+    cluster = Cluster(clock)
+    outbox = RecordingOutbox()
+    seen: list[tuple[int, int]] = []
+
+    def after_fire(result: FireResult) -> None:
+        seen.append((len(result.jobs), outbox.drains))
+
+    node = cluster.node("a", EVERY_5S, dispatch="celery", outbox=outbox,
+                        hooks=NodeHooks(after_fire=after_fire)).open()
+    cluster.run([node], 11)
+    assert seen == [(1, 1), (1, 2)]  # each fire committed before its drain
+    assert outbox.drains == 3  # the takeover's drain, then one per fire
+    node.close()
+    assert outbox.closed
+
+
+def test_celery_dispatch_on_awas_layout_is_refused_and_nothing_stays_open(
+        clock: FakeClock) -> None:
+    cluster = Cluster(clock, awa_owned=True)
+    node = cluster.node("a", EVERY_5S, dispatch="celery", outbox=RecordingOutbox())
+    with pytest.raises(ConfigError, match="standalone schema.*entries: five"):
+        node.open()
+    assert node.closed and not cluster.store.opened and cluster.lock.holder is None
+    assert cluster.store.rows == {}  # refused before anything was written
