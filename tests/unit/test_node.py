@@ -233,7 +233,7 @@ def test_celery_dispatch_on_awas_layout_is_refused_and_nothing_stays_open(
         clock: FakeClock) -> None:
     cluster = Cluster(clock, awa_owned=True)
     node = cluster.node("a", EVERY_5S, dispatch="celery", outbox=RecordingOutbox())
-    with pytest.raises(ConfigError, match="standalone schema.*entries: five"):
+    with pytest.raises(ConfigError, match=r"standalone schema.*entries: five"):
         node.open()
     assert node.closed and not cluster.store.opened and cluster.lock.holder is None
     assert cluster.store.rows == {}  # refused before anything was written
