@@ -36,6 +36,7 @@ import psycopg.sql
 from .config import AWA_MAIN_LOCK_KEY, DEFAULT_LOCK_KEY, redact
 from .errors import AwaBeatError, ConfigError, SessionLockUnsupported, StoreError, first_line
 from .logs import event
+from .sql import queries
 from .store import connect, process_identity, typed_error
 
 logger = logging.getLogger(__name__)
@@ -75,7 +76,7 @@ class Leadership:
             return True
         try:
             conn = self.connection()
-            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (self.lock_key,)).fetchone()
+            row = conn.execute(queries["try_advisory_lock"], {"key": self.lock_key}).fetchone()
             if not (row and row[0]):
                 return False
             self._check_session_lock(conn)
@@ -97,7 +98,7 @@ class Leadership:
         if not self.is_leader or self._conn is None:
             return False
         try:
-            self._conn.execute("SELECT 1")
+            self._conn.execute(queries["ping"])
         except psycopg.Error as exc:
             event(logger, logging.WARNING, "leader.lost",
                   "beat: %s lost leadership (lock key %s): ping failed: %s", self.identity,
@@ -117,8 +118,8 @@ class Leadership:
         if not self.is_leader or self._conn is None:
             return False
         try:
-            self._conn.execute(
-                psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel)))
+            self._conn.execute(psycopg.sql.SQL(queries["listen"]).format(
+                channel=psycopg.sql.Identifier(channel)))
         except psycopg.Error as exc:
             event(logger, logging.WARNING, "leader.listen_failed",
                   "beat: cannot LISTEN on %s, polling instead: %s", channel,
@@ -190,10 +191,7 @@ class Leadership:
             conn = connect(self.conninfo, connect_timeout=5,
                            application_name=f"awa-beat leader {os.getpid()}")
             try:
-                # If this host vanishes, the server drops the session, and with it the
-                # lock, in about 25 s instead of the OS default of hours.
-                conn.execute("SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5;"
-                             " SET tcp_keepalives_count = 3")
+                conn.execute(queries["lock_session_keepalives"])
             except psycopg.Error as exc:
                 conn.close()
                 raise typed_error(exc, "cannot set up the lock session on "
@@ -212,19 +210,14 @@ class Leadership:
         # run on another server session, where this lock is not held, and other clients
         # may run on ours: refuse to run. Two signs: our session changes between
         # statements, or another client connection is handed our session while we idle.
-        pids = {conn.execute("SELECT pg_backend_pid()").fetchone()[0] for _ in range(2)}
+        pids = {conn.execute(queries["backend_pid"]).fetchone()[0] for _ in range(2)}
         shared = False
         with contextlib.suppress(AwaBeatError, psycopg.Error), self._probe() as probe:
-            shared = any(probe.execute("SELECT pg_backend_pid()").fetchone()[0] in pids
+            shared = any(probe.execute(queries["backend_pid"]).fetchone()[0] in pids
                          for _ in range(3))
-        row = conn.execute(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
-            " AND pid = pg_backend_pid() AND objsubid = 1"
-            " AND ((classid::bigint << 32) | objid::bigint) = %s",
-            (self.lock_key,),
-        ).fetchone()
+        row = conn.execute(queries["session_lock_held"], {"key": self.lock_key}).fetchone()
         if len(pids) != 1 or shared or not row or row[0] != 1:
-            conn.execute("SELECT pg_advisory_unlock_all()")
+            conn.execute(queries["advisory_unlock_all"])
             raise SessionLockUnsupported(
                 "session advisory locks do not hold on this connection: is it going through "
                 "PgBouncer in transaction or statement pooling? Point awa_beat_database_url "

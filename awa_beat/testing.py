@@ -28,6 +28,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from .errors import DatabaseUnavailable, SchemaError
 from .records import CronState, FiredJob, FireRequest, FireResult, SyncResult, TableState
+from .sql import queries
 from .store import Store, SyncBatch
 
 UTC = timezone.utc
@@ -158,10 +159,9 @@ class TempDatabases:
 
     def create(self, *, template: str | None = None, suffix: str = "") -> str:
         name = f"{self.prefix}_{next(self._counter)}{suffix}"
-        query = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
-        if template:
-            query += sql.SQL(" TEMPLATE {}").format(sql.Identifier(template))
-        self._admin.execute(query)
+        # Template 'template1' is what CREATE DATABASE copies when it names none.
+        self._admin.execute(sql.SQL(queries["create_database"]).format(
+            name=sql.Identifier(name), template=sql.Identifier(template or "template1")))
         self.created.append(name)
         return name
 
@@ -187,11 +187,9 @@ class TempDatabases:
 
     def close(self) -> None:
         for name in reversed(self.created):
-            self._admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
-                (name,),
-            )
-            self._admin.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+            self._admin.execute(queries["terminate_backends"], {"dbname": name})
+            self._admin.execute(sql.SQL(queries["drop_database"]).format(
+                name=sql.Identifier(name)))
         self._admin.close()
 
 

@@ -29,9 +29,60 @@ SELECT version FROM awa_beat.schema_version ORDER BY version;
 -- record_migration --
 INSERT INTO awa_beat.schema_version (version, description) VALUES (%(version)s, %(description)s);
 
--- cron_tables_present --
-SELECT to_regclass('awa.cron_jobs') IS NOT NULL AS cron_jobs,
-       to_regclass('awa.jobs') IS NOT NULL AS jobs;
+-- configure_session --
+-- Every session of beat's: timestamps rendered as Awa renders them whatever the
+-- server's defaults, the session tagged with its writer's origin (the change
+-- notifications carry it). work_mem: the batched fire joins and sorts one row per due
+-- schedule; keep that in memory. No parallel workers: the frequent refresh scans
+-- awa.cron_jobs, and workers would be started for each scan for nothing.
+SELECT set_config('TimeZone', 'UTC', false),
+       set_config('DateStyle', 'ISO, MDY', false),
+       set_config('work_mem', '64MB', false),
+       set_config('max_parallel_workers_per_gather', '0', false),
+       set_config('awa_beat.origin', %(origin)s, false);
+
+-- lock_session_keepalives --
+-- If the leader's host vanishes, the server drops the lock's session, and with it the
+-- lock, after these keepalives instead of the OS default of hours.
+SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3;
+
+-- try_advisory_lock --
+SELECT pg_try_advisory_lock(%(key)s);
+
+-- ping --
+SELECT 1;
+
+-- backend_pid --
+SELECT pg_backend_pid();
+
+-- session_lock_held --
+-- Whether this session holds the advisory lock on a bigint key (objsubid 1).
+SELECT count(*) FROM pg_locks
+ WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid() AND objsubid = 1
+   AND ((classid::bigint << 32) | objid::bigint) = %(key)s;
+
+-- advisory_unlock_all --
+SELECT pg_advisory_unlock_all();
+
+-- listen --
+-- The channel is an identifier, composed in with psycopg.sql.Identifier.
+LISTEN {channel};
+
+-- repeatable_read --
+SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
+
+-- analyze_cron_jobs --
+ANALYZE awa.cron_jobs;
+
+-- create_database --
+-- Throw-away databases of awa_beat.testing; the names are composed in as identifiers.
+CREATE DATABASE {name} TEMPLATE {template};
+
+-- terminate_backends --
+SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %(dbname)s;
+
+-- drop_database --
+DROP DATABASE IF EXISTS {name};
 
 -- upsert_schedules --
 -- Additive sync of a whole schedule in one round trip (one array per column; JSON
