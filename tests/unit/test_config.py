@@ -23,7 +23,7 @@ def test_defaults() -> None:
             s.election_interval, s.catch_up_limit, s.default_timezone, s.dispatch,
             s.deployment) == (None, DEFAULT_LOCK_KEY, 60.0, 30.0, 1.0, 1000, "UTC", None,
                               "default")
-    assert DEFAULT_LOCK_KEY == int.from_bytes(b"AWA_BEAT", "big")
+    assert int.from_bytes(b"AWA_BEAT", "big") == DEFAULT_LOCK_KEY
 
 
 def test_the_apps_configuration_wins_over_the_environment() -> None:
