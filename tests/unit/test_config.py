@@ -66,7 +66,7 @@ def test_a_malformed_url_error_never_quotes_the_password() -> None:
 def test_a_read_only_command_does_not_create_an_embedded_database(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWA_BEAT_EMBEDDED_DIR", str(tmp_path / "pgdata"))
-    with pytest.raises(ConfigError, match="no database: .*no embedded PostgreSQL in"):
+    with pytest.raises(ConfigError, match=r"no database: .*no embedded PostgreSQL in"):
         resolve_database_url(None, create_embedded=False)
     assert not (tmp_path / "pgdata").exists()
     assert resolve_database_url("postgresql://h/db") == "postgresql://h/db"
