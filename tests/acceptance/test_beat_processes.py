@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -121,7 +120,10 @@ def test_three_replicas_survive_kill_term_and_terminated_lock(beats: Beats,
             wait_for(lambda o=old: leader_pid(conn) not in (None, o), 15, "a new leader")
             count = len(fires(conn))
             wait_for(lambda c=count: len(fires(conn)) >= c + 2, 10, "fires after failover")
-        time.sleep(3.5)  # let the last catch_up fire land
+        # One more catch_up fire after the last failover, so the gap check covers it.
+        landed = len([n for n, _, _ in fires(conn) if n == "catch-up-3s"])
+        wait_for(lambda: len([n for n, _, _ in fires(conn) if n == "catch-up-3s"]) > landed,
+                 10, "a catch-up fire after the last failover")
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n--- beat logs ---\n{beats.logs()}") from None
     finally:
