@@ -1,0 +1,105 @@
+"""The engine's passes against the in-memory store: what fires, when, and what not."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from awa_beat.engine import Engine
+from awa_beat.errors import DatabaseUnavailable
+from awa_beat.testing import FakeClock, MemoryStore, actions
+
+UTC = timezone.utc
+T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(T0)
+
+
+@pytest.fixture
+def store(clock: FakeClock) -> MemoryStore:
+    return MemoryStore(clock)
+
+
+def test_coalesce_fires_the_latest_missed_time_once_and_catch_up_every_one(
+        clock: FakeClock, store: MemoryStore) -> None:
+    store.add("co", "* * * * *", last_enqueued_at=T0)
+    store.add("cu", "* * * * *", last_enqueued_at=T0, missed_fire_policy="catch_up")
+    clock.advance(minutes=3, seconds=30)
+    Engine(store, clock=clock).run_pass()
+    assert store.fired("co") == ["2026-03-02 12:03:00+00"]
+    assert store.fired("cu") == [f"2026-03-02 12:0{m}:00+00" for m in (1, 2, 3)]
+
+
+def test_catch_up_stops_at_the_limit_and_goes_on_next_pass(
+        clock: FakeClock, store: MemoryStore, caplog: pytest.LogCaptureFixture) -> None:
+    store.add("cu", "* * * * *", last_enqueued_at=T0, missed_fire_policy="catch_up")
+    clock.advance(minutes=5)
+    engine = Engine(store, clock=clock, catch_up_limit=2)
+    with caplog.at_level(logging.WARNING, logger="awa_beat"):
+        engine.run_pass()
+        assert len(store.fired("cu")) == 2 and engine.wait() == 0.0
+        engine.run_pass()
+        engine.run_pass()
+    assert store.fired("cu") == [f"2026-03-02 12:0{m}:00+00" for m in range(1, 6)]
+    assert actions(caplog.records).count("fire.catch_up_limit") == 2
+
+
+def test_a_fire_another_evaluator_took_first_is_not_repeated(
+        clock: FakeClock, store: MemoryStore) -> None:
+    store.add("s", "* * * * *", last_enqueued_at=T0)
+    engine = Engine(store, clock=clock)
+    engine.load()
+    clock.advance(minutes=1)
+    store.update("s", last_enqueued_at=T0 + timedelta(minutes=1))  # Awa's leader fired it
+    engine.fire_due()
+    assert store.jobs == []  # the compare-and-swap found the cursor moved
+    clock.advance(minutes=1)
+    engine.fire_due()
+    assert store.fired("s") == ["2026-03-02 12:02:00+00"]  # and the engine took its word
+
+
+def test_a_paused_row_does_not_fire_even_if_the_engine_has_not_seen_the_pause(
+        clock: FakeClock, store: MemoryStore) -> None:
+    store.add("s", "* * * * *", last_enqueued_at=T0)
+    engine = Engine(store, clock=clock, refresh_interval=3600)
+    engine.load()
+    store.update("s", paused_at=T0)
+    clock.advance(minutes=1)
+    engine.run_pass()
+    assert store.jobs == []
+
+
+def test_an_invalid_row_is_reported_once_and_never_stops_the_others(
+        clock: FakeClock, store: MemoryStore, caplog: pytest.LogCaptureFixture) -> None:
+    store.add("good", "* * * * *", last_enqueued_at=T0)
+    store.add("bad", "61 * * * *", last_enqueued_at=T0)
+    store.add("badtz", "* * * * *", last_enqueued_at=T0, timezone="Mars/Olympus")
+    engine = Engine(store, clock=clock)
+    with caplog.at_level(logging.ERROR, logger="awa_beat"):
+        for _ in range(3):
+            clock.advance(minutes=1)
+            engine.run_pass()
+    assert len(store.fired("good")) == 3 and len(store.jobs) == 3
+    assert sorted(r.schedule for r in caplog.records
+                  if getattr(r, "action", None) == "schedule.invalid") == ["bad", "badtz"]
+
+
+def test_a_database_error_retries_the_due_fires_a_second_later(
+        clock: FakeClock, store: MemoryStore) -> None:
+    store.add("s", "* * * * *", last_enqueued_at=T0)
+    engine = Engine(store, clock=clock, refresh_interval=3600)
+    engine.load()
+    clock.advance(minutes=1)
+    store.down = "connection refused"
+    with pytest.raises(DatabaseUnavailable, match="connection refused"):
+        engine.run_pass()
+    store.down = None
+    assert engine.wait() == pytest.approx(1.0)
+    clock.advance(seconds=1)
+    engine.run_pass()
+    assert store.fired("s") == ["2026-03-02 12:01:00+00"]
