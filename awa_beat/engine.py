@@ -282,6 +282,11 @@ class Engine:
             refreshed = True
         return PassReport(fired, refreshed, self.wait())
 
+    def set_refresh_interval(self, seconds: float) -> None:
+        """Refresh every ``seconds`` from the next refresh on: often when polling is the
+        only way to see changes, rarely when notifications announce them."""
+        self.refresh_interval = seconds
+
     def refresh_soon(self) -> None:
         """Refresh at the next pass (told that the table changed)."""
         self._next_refresh = 0.0

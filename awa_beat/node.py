@@ -469,8 +469,8 @@ class BeatNode:
         channel = self.store.change_channel
         notified = (self._may_block and channel is not None
                     and self.leadership.listen(channel))
-        self.engine.refresh_interval = (NOTIFIED_REFRESH_INTERVAL if notified
-                                        else POLL_REFRESH_INTERVAL)
+        self.engine.set_refresh_interval(NOTIFIED_REFRESH_INTERVAL if notified
+                                         else POLL_REFRESH_INTERVAL)
 
     def _warm_standby(self, now: float) -> None:
         """Keep a standby's view of the table current, so that taking over costs one

@@ -21,6 +21,7 @@ from awa_beat.records import FireRequest
 from awa_beat.spec import spec_from_entry
 from awa_beat.store import Store, connect
 from awa_beat.testing import FakeClock as Clock
+from tests.apps import celery_app
 
 pytestmark = pytest.mark.integration
 UTC = timezone.utc
@@ -136,8 +137,7 @@ def test_bridge_ignores_publish_retry_options_and_fails_only_bad_jobs(db_url: st
 
 
 def test_a_malformed_url_in_the_celery_config_never_shows_the_password(capsys) -> None:
-    app = Celery("p", set_as_current=False)
-    app.conf.awa_beat_database_url = "postgresql://bob:s3cr%zzet@db.example/x"
+    app = celery_app("p", db_url="postgresql://bob:s3cr%zzet@db.example/x")
     with pytest.raises(SystemExit) as info:
         Scheduler(app=app, lazy=True)
     assert info.value.code == 1
@@ -162,10 +162,8 @@ def test_beat_starts_with_a_role_that_cannot_create_anything(db_url: str, conn) 
         conn.execute(f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA awa TO {role}")
         conn.execute(f"REVOKE CREATE ON DATABASE \"{conn.info.dbname}\" FROM PUBLIC")
         url = db_url.replace("postgres@", f"{role}@")
-        app = Celery("dml", set_as_current=False)
-        app.conf.update(awa_beat_database_url=url, result_expires=None, timezone="UTC",
-                        beat_schedule={"t": {"task": "t", "schedule": 5}})
-        scheduler = Scheduler(app=app)
+        scheduler = Scheduler(app=celery_app(
+            "dml", db_url=url, beat_schedule={"t": {"task": "t", "schedule": 5}}))
         scheduler.close()
         assert conn.execute("SELECT count(*) FROM awa.cron_jobs").fetchone()[0] == 1
     finally:
@@ -174,8 +172,8 @@ def test_beat_starts_with_a_role_that_cannot_create_anything(db_url: str, conn) 
 
 
 def test_backend_cleanup_is_added_for_celery_dispatch_only_and_per_deployment() -> None:
-    app = Celery("proj", set_as_current=False)
-    app.conf.update(beat_schedule={"a": {"task": "t", "schedule": 5}})
+    app = celery_app("proj", beat_schedule={"a": {"task": "t", "schedule": 5}},
+                     result_expires=timedelta(days=1))
     assert set(configured_entries(app, Settings(dispatch=None, deployment="proj"))) == {"a"}
     assert set(configured_entries(app, Settings(dispatch="celery", deployment="proj"))) == {
         "a", "proj.celery.backend_cleanup"}

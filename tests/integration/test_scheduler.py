@@ -17,6 +17,7 @@ from celery.schedules import crontab
 from awa_beat.celery_scheduler import Scheduler
 from awa_beat.store import connect
 from awa_beat.testing import FakeClock as Clock
+from tests.apps import celery_app
 
 pytestmark = pytest.mark.integration
 UTC = timezone.utc
@@ -24,11 +25,8 @@ UTC = timezone.utc
 
 
 def make_app(db_url: str, beat_schedule: dict[str, Any], **conf: Any) -> Celery:
-    app = Celery("testproj", set_as_current=False)
-    app.conf.update(**{"broker_url": "memory://", "result_expires": None, "timezone": "UTC",
-                       "beat_schedule": beat_schedule, "awa_beat_database_url": db_url,
-                       "awa_beat_election_interval": 0.05, **conf})
-    return app
+    return celery_app(db_url=db_url, beat_schedule=beat_schedule,
+                      **{"awa_beat_election_interval": 0.05, **conf})
 
 
 def backend_count(conn, dbname: str) -> int:
