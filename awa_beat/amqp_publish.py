@@ -11,8 +11,8 @@ fixes; the tests compare the result with py-amqp's, byte for byte.
 
 **Frames written in few system calls.** py-amqp writes every message to the socket on
 its own (one ``sendall`` per message); :func:`coalesced_writes` gathers a batch's frames
-and writes them in chunks of up to 256 KiB. On this project's 2-core VMs a ``sendall``
-costs 40-80 us, about as much as building the message.
+and writes them in chunks of up to 256 KiB: a system call per message costs about as
+much as building the message.
 """
 
 from __future__ import annotations

@@ -431,7 +431,7 @@ class Bridge:
             return parts
         args, kwargs = _call(call)
         if self._repr_limits is None:
-            # Read once: each look-up in Celery's settings costs a few microseconds.
+            # Read once: a look-up in Celery's settings is slow next to a local.
             # task_repr_maxlevels is new in Celery 5.7; older versions use saferepr's
             # default.
             amqp = self.app.amqp

@@ -560,7 +560,7 @@ _NOT_IN_CHRONO_TZ = frozenset({"Factory", "localtime", "posixrules"})
 
 @lru_cache(maxsize=1)
 def _listed_zones() -> frozenset[str]:
-    """The zones the tzdata package lists: one small file, read in well under 1 ms."""
+    """The zones the tzdata package lists: one small file, cheap to read."""
     try:
         text = (Path(tzdata.__file__).parent / "zones").read_text(encoding="utf-8")
     except OSError:
@@ -570,7 +570,7 @@ def _listed_zones() -> frozenset[str]:
 
 @lru_cache(maxsize=1)
 def _known_zones() -> frozenset[str]:
-    # Walks the system's zone directories too: ~20 ms, so only for names tzdata does
+    # Walks the system's zone directories too, far slower, so only for names tzdata does
     # not list (the answer is the same as if every name were looked up here).
     return frozenset(zoneinfo.available_timezones() - _NOT_IN_CHRONO_TZ)
 

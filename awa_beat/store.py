@@ -47,7 +47,8 @@ logger = logging.getLogger(__name__)
 
 #: Seconds to wait for a pooled connection before the operation fails (and is retried).
 POOL_TIMEOUT = 5.0
-#: TCP keepalives, so a silently dead peer is noticed in about 25 s, not hours.
+#: TCP keepalives, so a silently dead peer is noticed after 10 s of silence and 3
+#: unanswered probes 5 s apart, not after the OS default of hours.
 KEEPALIVES = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5,
               "keepalives_count": 3}
 
@@ -63,7 +64,8 @@ def configure_session(conn: psycopg.Connection, origin: str = "") -> None:
     conn.execute(queries["configure_session"], {"origin": origin})  # one round trip
     # Never prepare statements server-side: a prepared statement soon runs a generic plan,
     # which cannot see how long the array parameters are. For a fire batch of 2,000 that
-    # plan joins row by row (0.7 s instead of 30 ms); planning each time costs ~1 ms.
+    # plan joins row by row, many times slower; planning each statement afresh is cheap
+    # next to that (docs/performance.md).
     conn.prepare_threshold = None
 
 
@@ -221,8 +223,8 @@ class Store:
         table, autovacuum will, in time.
 
         After a bulk insert and before autovacuum gets to it, the planner takes the table
-        for nearly empty and can join a fire batch against it row by row: at 100,000
-        schedules one batch of 2,000 then took half a minute instead of 20 ms.
+        for nearly empty and can join a fire batch against it row by row, which on a
+        large table makes each batch orders of magnitude slower (docs/performance.md).
         """
         try:
             with self._conn() as conn:

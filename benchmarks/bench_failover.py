@@ -10,7 +10,7 @@ interval (benchmarks/lagapp.py; election interval as shipped, 1 s, unless
 second (plus ``--background`` daily crontabs that never fire during the run, to see what
 a large table does). Each trial waits until the leader has fired twice, then sleeps to a
 uniformly random point 0.1-0.9 s past a whole second (so no fire of the old leader is in
-flight; fires are at whole seconds and take a few ms), SIGKILLs the leader, takes
+flight; fires are at whole seconds and are over long before), SIGKILLs the leader, takes
 ``t_kill`` as soon as kill() returns, and starts a replacement process, as an
 orchestrator would (``--replace after``: only once a standby has fired, so that the
 standbys alone are measured). Measured per trial:

@@ -9,8 +9,7 @@ over ``--seconds`` reads the process's CPU time (every thread's run time from
 /proc/PID/task/*/schedstat, in nanoseconds, as the peer harness reads it) and its main
 thread's voluntary context switches (about one per wake-up from sleep). On the
 standalone schema the leader sleeps on its lock session until a notification or its
-next heartbeat, ping or resync; where Awa owns the tables it polls every second, which
-is also what every layout did before change notifications.
+next heartbeat, ping or resync; where Awa owns the tables it polls every second.
 
 The peer harness (benchmarks/peers/run.py) measures idle CPU only over the few seconds
 between a beat's start-up and its burst; this measures whole minutes.

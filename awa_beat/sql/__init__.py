@@ -34,7 +34,7 @@ def parse_queries(text: str) -> dict[str, LiteralString]:
 
 
 #: The package's own folder: the SQL ships as plain files beside this module (a plain
-#: path, since importlib.resources costs beat's start-up a few ms of imports).
+#: path, since importlib.resources would add its own imports to beat's start-up).
 _HERE = Path(__file__).parent
 
 

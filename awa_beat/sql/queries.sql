@@ -1,7 +1,7 @@
 -- Every SQL statement awa-beat runs, each under a `-- name --` header and loaded by
 -- name (awa_beat/sql/__init__.py). Only awa_beat/store.py and awa_beat/schema.py use them.
 -- Values are always bound parameters; large arrays use binary placeholders (`%(x)b`),
--- which psycopg encodes about 8x faster than text arrays.
+-- which psycopg encodes much faster than text arrays.
 
 -- awa_schema_version --
 -- Awa's schema version; run only once has_awa_schema_version said the table exists.

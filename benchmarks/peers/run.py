@@ -684,7 +684,8 @@ def main() -> None:
                     r = burst(env, peer, n, estimates[peer])
                     results[(peer, n)] = r
                     if n <= STARTUP_TRIALS_UP_TO and args.startup_trials > 1:
-                        # One start-up moves by +-100 ms on this VM: take the median.
+                        # One start-up varies between runs by as much as the peers
+                        # differ at small N: take the median.
                         runs = [r["startup"], *(startup_once(env, peer, n)
                                                 for _ in range(args.startup_trials - 1))]
                         r["startup_runs"] = runs
