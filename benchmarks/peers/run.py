@@ -27,8 +27,8 @@ one beat process per peer and size, with the N entries stored before it starts:
 and, in a second process per peer and size, steady state: N entries each firing once a
 minute at second ``i % 60``; over a ``--steady-seconds`` window after start-up, CPU
 seconds per fire and per minute, fires seen against fires due (the window's edges make
-that +-1 s of fires), and peak RSS. CPU is the kernel's schedstat run time where it keeps one, else utime +
-stime from /proc (10 ms ticks).
+that +-1 s of fires), and peak RSS. CPU is the kernel's schedstat run time where it keeps one, else
+utime + stime from /proc (10 ms ticks).
 
 And failover: awa-beat with 3 replicas (session advisory lock, as shipped) and RedBeat
 with 3 replicas sharing its Redis lock (``beat_max_loop_interval = 1`` so that the
