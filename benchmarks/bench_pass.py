@@ -28,7 +28,8 @@ A child process (so its RSS is the engine's alone) then builds
     counter is cross-checked against the server's transaction count for the database
     (pg_stat_database: each autocommit statement or connection start is one
     transaction; beat's sessions prepare nothing server-side) over a run of its own,
-    in a child process run just before, with parallel query off since parallel workers count as transactions too.
+    in a child process run just before, with parallel query off since parallel workers
+    count as transactions too.
     Note that a beat with nothing due sleeps until the next refresh, so in production
     every pass is a refresh pass;
 (d) the database-side time of ``queries["changed_schedules"]`` (EXPLAIN ANALYZE,
