@@ -31,6 +31,8 @@ from .common import (
 #: ``paused_by`` of a row whose task was disabled (``enabled = false``).
 DJANGO_PAUSED_BY = "import: disabled in django-celery-beat"
 
+#: Each of django-celery-beat's tables by its field of :class:`DjangoTables`; the named
+#: query ``django_<field>`` of ``queries.sql`` reads it.
 DJANGO_TABLES = {
     "tasks": "django_celery_beat_periodictask",
     "intervals": "django_celery_beat_intervalschedule",
@@ -52,17 +54,18 @@ class DjangoTables:
 
 
 def read_django(url: str) -> DjangoTables:
-    """Read django-celery-beat's tables with plain SQL, in one read-only snapshot.
+    """Read django-celery-beat's tables with plain SQL (the ``django_*`` queries), in one
+    read-only snapshot.
 
     ``SELECT *`` keeps older django-celery-beat schemas readable (a column it lacks reads
     as missing); a schedule table that does not exist reads as empty.
     """
     import psycopg
-    from psycopg import sql
     from psycopg.conninfo import conninfo_to_dict
     from psycopg.rows import dict_row
 
     from ..config import redact
+    from ..sql import queries
     from ..store import connect
 
     try:
@@ -76,20 +79,16 @@ def read_django(url: str) -> DjangoTables:
         conn.read_only = True
         with conn.transaction():
             cur = conn.cursor(row_factory=dict_row)
-            present = {key: cur.execute("SELECT to_regclass(%s) IS NOT NULL AS ok",
-                                        (table,)).fetchone()["ok"]
-                       for key, table in DJANGO_TABLES.items()}
-            if not present["tasks"]:
+            present = {r["table_name"] for r in cur.execute(
+                queries["django_tables_present"], {"tables": list(DJANGO_TABLES.values())})
+                if r["present"]}
+            if DJANGO_TABLES["tasks"] not in present:
                 raise SourceError(
                     f"no django-celery-beat tables in {redact(url)} "
                     f"({DJANGO_TABLES['tasks']} not found; wrong database or search_path?)")
-            rows = {}
-            for key, table in DJANGO_TABLES.items():
-                if present[key]:
-                    query = sql.SQL("SELECT * FROM {} ORDER BY 1").format(sql.Identifier(table))
-                    rows[key] = cur.execute(query).fetchall()
-                else:
-                    rows[key] = []
+            rows = {key: cur.execute(queries[f"django_{key}"]).fetchall()
+                    if table in present else []
+                    for key, table in DJANGO_TABLES.items()}
     except psycopg.Error as exc:
         raise SourceError(f"reading django-celery-beat's tables in {redact(url)} failed: "
                           f"{first_line(exc)}") from None
