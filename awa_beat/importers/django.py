@@ -141,9 +141,10 @@ def _django_task(t: Mapping[str, Any], tables: DjangoTables, now: datetime,
     elif t.get("interval_id") is not None:
         interval = tables.intervals.get(t["interval_id"])
         try:
-            assert interval is not None, "the interval row is missing"
+            if interval is None:
+                raise LookupError("the interval row is missing")
             schedule = timedelta(**{str(interval["period"]): int(interval["every"])})
-        except (AssertionError, TypeError, ValueError, KeyError) as exc:
+        except (LookupError, TypeError, ValueError) as exc:
             reasons.append(f"unusable interval: {exc}")
     else:
         reasons.append("no schedule (none of interval, crontab, solar, clocked is set)")
