@@ -279,7 +279,7 @@ def test_redbeat_json_decodes_as_redbeat_does() -> None:
     from celery.schedules import schedule
     from redbeat.decoder import RedBeatJSONDecoder, RedBeatJSONEncoder
 
-    from awa_beat.importers import decode_redbeat
+    from awa_beat.importers.redbeat import decode_redbeat
 
     values = [datetime(2026, 1, 5, 12, tzinfo=UTC), datetime(2026, 1, 5, 12),
               datetime(2026, 7, 5, 12, 1, 2, 3, tzinfo=ZoneInfo("Europe/Paris")),

@@ -506,3 +506,21 @@ def test_plan_notes_a_future_cursor_and_pause_differences() -> None:
         "enabled: paused here (by ops) but enabled in the source; left paused (`awa-beat "
         "resume enabled` to resume it)"]
     assert plan([ahead], {}, "prod").notes == []  # no clock given, no judgement
+
+
+# -- the run ----------------------------------------------------------------------------------
+
+
+def test_written_counts_what_the_statement_reported() -> None:
+    from awa_beat.importers.run import written
+
+    earlier = NOW - timedelta(hours=1)
+    rows = [
+        {"inserted": True, "changed": False, "cursor_before": None, "cursor_after": NOW},
+        {"inserted": False, "changed": True, "cursor_before": earlier, "cursor_after": NOW},
+        {"inserted": False, "changed": True, "cursor_before": NOW, "cursor_after": NOW},
+        {"inserted": False, "changed": False, "cursor_before": earlier, "cursor_after": NOW},
+        {"inserted": False, "changed": False, "cursor_before": NOW, "cursor_after": NOW},
+    ]
+    assert written(rows) == {"inserted": 1, "changed": 2, "cursors_moved": 2, "unchanged": 1}
+    assert written([]) == {"inserted": 0, "changed": 0, "cursors_moved": 0, "unchanged": 0}
