@@ -20,9 +20,9 @@ from typing import Any, TypeVar
 import click
 
 from . import __version__
-from .config import DATABASE_URL_ENV, celery_dispatch_refused, database_url, redact
+from .config import DATABASE_URL_ENV, database_url, redact
 from .cron import load_timezone
-from .errors import AwaBeatError, SchemaError
+from .errors import AwaBeatError
 from .fire_times import POLICIES, calendar_for, next_fire_after
 from .records import ScheduleRow
 from .store import Store
@@ -560,88 +560,27 @@ def import_(database_url: str | None, app_spec: str | None, from_django: str | N
     source had disabled are imported paused (existing rows keep their pause). What cannot
     be carried over exactly is listed with the reason, and nothing else is written for it.
     """
-    from . import importers
-    from .config import Settings
+    from .importers.celery_app import load_app
+    from .importers.run import ImportOptions, run_import
 
     chosen = [name for name, value in (("--from-django", from_django),
                                        ("--from-redbeat", from_redbeat),
                                        ("--from-file", from_file)) if value]
     if len(chosen) > 1:
         raise click.UsageError(f"give one source, not {' and '.join(chosen)}")
-    app = importers.load_app(app_spec) if app_spec else _context_app()
+    app = load_app(app_spec) if app_spec else _context_app()
     if not chosen and app is None:
         raise click.UsageError("nothing to import: give -A APP, --from-django URL, "
                                "--from-redbeat URL or --from-file PATH")
-    settings = Settings.from_app(app.conf if app is not None else {},
-                                 app_name=app.main if app is not None else None)
-    deployment = deployment or settings.deployment
-    dispatch = dispatch or settings.dispatch or "awa"
-    if from_file:
-        read = importers.read_schedule_file(from_file)
-        default_tz = zone or read.tz or settings.default_timezone
-        load_timezone(default_tz)
-        source = f"celerybeat-schedule file {from_file}"
-        results = importers.from_schedule_file(read, default_timezone=default_tz,
-                                               default_dispatch=dispatch)
-    else:
-        default_tz = zone or settings.default_timezone
-        load_timezone(default_tz)  # a bad zone is one error, not one per entry
-        if from_django:
-            source = f"django-celery-beat at {redact(from_django)}"
-            results = importers.from_django(
-                importers.read_django(from_django), now=datetime.now(timezone.utc),
-                default_timezone=default_tz, default_dispatch=dispatch)
-        elif from_redbeat:
-            source = (f"RedBeat at {importers.redact_url(from_redbeat)} "
-                      f"(prefix {key_prefix!r})")
-            results = importers.from_redbeat(
-                importers.read_redbeat(from_redbeat, key_prefix), key_prefix=key_prefix,
-                default_timezone=default_tz, default_dispatch=dispatch)
-        else:
-            assert app is not None
-            source = f"beat_schedule of the Celery app {app.main or '(unnamed)'!r}"
-            results = importers.from_beat_schedule(
-                app.conf.beat_schedule or {}, default_timezone=default_tz,
-                default_dispatch=dispatch)
-    imported = [r for r in results if isinstance(r, importers.Imported)]
-    notes = []
-    with open_store(database_url or settings.database_url) as store:
-        if not dry_run:
-            store.migrate()
-        if store.awa_owned and any(r.spec.dispatch == "celery" for r in imported):
-            raise celery_dispatch_refused(
-                [r.name for r in imported if r.spec.dispatch == "celery"],
-                "import with --dispatch awa, or into a database of its own")
-        try:
-            existing = {row.name: row for row in store.get_many([r.name for r in imported])}
-        except SchemaError:
-            if not dry_run:
-                raise
-            existing = {}
-            notes.append("awa-beat's schema is not set up in this database yet: the import "
-                         "creates it first (as `awa-beat migrate`), so every row shows as new")
-        if (from_django or from_redbeat) and imported:
-            notes.append("these rows are not in the app's beat_schedule: beat lists them at "
-                         "start-up as no longer configured (they keep firing); `awa-beat "
-                         "export` prints them as a beat_schedule to move into the app")
-        plan = importers.plan(results, existing, deployment, now=datetime.now(timezone.utc))
-        plan.notes[:0] = notes
-        outcome = None if dry_run or not imported else store.import_schedules(
-            [r.spec.row(deployment) for r in imported], [r.cursor for r in imported],
-            [r.paused_by for r in imported], deployment=deployment)
-    written = None
-    if not dry_run:  # what the statement itself reports, row by row
-        old = [r for r in outcome or [] if not r["inserted"]]
-        moved = [r for r in old if r["cursor_after"] != r["cursor_before"]]
-        written = {"inserted": len(outcome or []) - len(old),
-                   "changed": sum(1 for r in old if r["changed"]),
-                   "cursors_moved": len(moved),
-                   "unchanged": sum(1 for r in old if not r["changed"] and r not in moved)}
+    done = run_import(ImportOptions(
+        app=app, from_django=from_django, from_redbeat=from_redbeat, key_prefix=key_prefix,
+        from_file=from_file, timezone=zone, dispatch=dispatch, deployment=deployment,
+        database_url=database_url, dry_run=dry_run), open_store)
+    plan, written = done.plan, done.written
     if as_json:
-        click.echo(json.dumps({"source": source, "deployment": deployment, "dry_run": dry_run,
-                               **plan.to_json(), "written": written}, indent=2))
+        click.echo(json.dumps(done.to_json(), indent=2))
         return
-    _print_plan(plan, source, deployment)
+    _print_plan(plan, done.source, done.deployment)
     counts = (f"{len(plan.new)} new, {len(plan.changed)} changed, {len(plan.cursor_moves)} "
               f"cursor(s) moved forward, {len(plan.unchanged)} unchanged, "
               f"{len(plan.not_carried)} not carried over")
@@ -649,7 +588,7 @@ def import_(database_url: str | None, app_spec: str | None, from_django: str | N
         click.echo(f"\ndry run, nothing written: {counts}")
     else:
         assert written is not None
-        click.echo(f"\nimported {len(imported)} schedule(s): {written['inserted']} new, "
+        click.echo(f"\nimported {done.imported} schedule(s): {written['inserted']} new, "
                    f"{written['changed']} changed, {written['cursors_moved']} cursor(s) moved "
                    f"forward, {written['unchanged']} unchanged; {len(plan.not_carried)} not "
                    "carried over")
@@ -700,7 +639,7 @@ def _indent(text: str) -> str:
 
 
 def _shown(value: Any) -> str:
-    from .importers import ABSENT
+    from .importers.planning import ABSENT
 
     return "(absent)" if value is ABSENT else json.dumps(value, default=str)
 

@@ -15,8 +15,9 @@ _HEADER = re.compile(r"^-- ([a-z0-9_]+) --$", re.MULTILINE)
 def parse_queries(text: str) -> dict[str, LiteralString]:
     """Split a file of ``-- name --`` sections into ``{name: sql}``.
 
-    Comment lines right under a header describe the query and are dropped;
-    text before the first header is the file's preamble and is ignored.
+    Comment lines right under a header describe the query and are dropped, as are
+    comment lines at the end of a section (they head the next group of queries); text
+    before the first header is the file's preamble and is ignored.
     """
     parts = _HEADER.split(text)
     queries: dict[str, LiteralString] = {}
@@ -24,6 +25,8 @@ def parse_queries(text: str) -> dict[str, LiteralString]:
         lines = body.strip().splitlines()
         while lines and lines[0].startswith("--"):
             lines.pop(0)
+        while lines and (lines[-1].startswith("--") or not lines[-1].strip()):
+            lines.pop()
         sql = "\n".join(lines).strip()
         if name in queries:
             raise ValueError(f"query {name!r} is defined twice")

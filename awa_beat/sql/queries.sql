@@ -484,3 +484,28 @@ SELECT i.name, coalesce(w.inserted, false) AS inserted, coalesce(b.changed, fals
        coalesce(w.last_enqueued_at, b.last_enqueued_at) AS cursor_after
   FROM input i LEFT JOIN before b USING (name) LEFT JOIN written w USING (name)
  ORDER BY i.name;
+
+-- importers: django-celery-beat's tables
+-- Read by awa_beat/importers/django.py (`awa-beat import --from-django`), in one
+-- read-only snapshot of the source database, not awa-beat's. `SELECT *` keeps older
+-- django-celery-beat schemas readable (a column it lacks reads as missing).
+
+-- django_tables_present --
+-- Which of the given tables exist, as the source's search_path resolves them.
+SELECT t AS table_name, to_regclass(t) IS NOT NULL AS present
+  FROM unnest(%(tables)s::text[]) AS t;
+
+-- django_tasks --
+SELECT * FROM django_celery_beat_periodictask ORDER BY id;
+
+-- django_intervals --
+SELECT * FROM django_celery_beat_intervalschedule ORDER BY id;
+
+-- django_crontabs --
+SELECT * FROM django_celery_beat_crontabschedule ORDER BY id;
+
+-- django_solars --
+SELECT * FROM django_celery_beat_solarschedule ORDER BY id;
+
+-- django_clocked --
+SELECT * FROM django_celery_beat_clockedschedule ORDER BY id;

@@ -181,6 +181,27 @@ def test_django_dry_run_writes_nothing(django_url: str, empty_db_url: str) -> No
     assert {n["name"] for n in out["new"]} == CARRIED
 
 
+def test_django_without_its_tables_is_a_one_line_error(empty_db_url: str) -> None:
+    result = run("--from-django", empty_db_url, "--database-url", empty_db_url)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith("error: no django-celery-beat tables in "), result.stderr
+    assert "django_celery_beat_periodictask not found" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_django_schedule_tables_that_are_missing_read_as_empty(empty_db_url: str) -> None:
+    from awa_beat.importers.django import read_django
+
+    with connect(empty_db_url) as conn:  # only the task table, as an older, partial schema
+        conn.execute("CREATE TABLE django_celery_beat_periodictask (id int PRIMARY KEY, "
+                     "name text, task text, interval_id int)")
+        conn.execute("INSERT INTO django_celery_beat_periodictask VALUES "
+                     "(2, 'b', 't.b', 1), (1, 'c', 't.c', NULL), (3, 'a', 't.a', 1)")
+    tables = read_django(empty_db_url)
+    assert [t["name"] for t in tables.tasks] == ["a", "b", "c"]
+    assert tables.tasks[0] == {"id": 3, "name": "a", "task": "t.a", "interval_id": 1}
+    assert tables.intervals == tables.crontabs == tables.solars == tables.clocked == {}
+
 # -- RedBeat -----------------------------------------------------------------------------------
 
 
@@ -258,7 +279,7 @@ def test_redbeat_json_decodes_as_redbeat_does() -> None:
     from celery.schedules import schedule
     from redbeat.decoder import RedBeatJSONDecoder, RedBeatJSONEncoder
 
-    from awa_beat.importers import decode_redbeat
+    from awa_beat.importers.redbeat import decode_redbeat
 
     values = [datetime(2026, 1, 5, 12, tzinfo=UTC), datetime(2026, 1, 5, 12),
               datetime(2026, 7, 5, 12, 1, 2, 3, tzinfo=ZoneInfo("Europe/Paris")),

@@ -1,0 +1,189 @@
+"""Source: RedBeat's entries in Redis (``awa-beat import --from-redbeat URL``).
+
+Each entry is a hash with a ``definition`` (and a ``meta`` holding the last run), JSON
+decoded as celery-redbeat 2.4's ``RedBeatJSONDecoder`` does. The redis package is
+imported only when Redis is read.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone, tzinfo
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from zoneinfo import ZoneInfo
+
+from ..errors import SourceError, first_line
+from .common import (
+    BACKEND_CLEANUP,
+    BACKEND_CLEANUP_REASON,
+    NotCarried,
+    Result,
+    convert,
+    dedupe,
+    utc_cursor,
+)
+
+#: ``paused_by`` of a row whose entry was disabled (``enabled: false``).
+REDBEAT_PAUSED_BY = "import: disabled in RedBeat"
+
+
+@dataclass(frozen=True)
+class RedBeatRecord:
+    """One RedBeat entry's hash: its key and the raw ``definition`` and ``meta`` JSON."""
+
+    key: str
+    definition: str | None
+    meta: str | None
+
+
+@dataclass(frozen=True)
+class _RRule:
+    """A decoded ``rrule`` schedule: kept only to say why it is not carried over."""
+
+    fields: Mapping[str, Any]
+
+
+class _Weekday(dict):  # type: ignore[type-arg]
+    """A decoded dateutil ``weekday`` (inside an rrule)."""
+
+
+def _redbeat_object(d: dict[str, Any]) -> Any:
+    """celery-redbeat 2.4's ``RedBeatJSONDecoder.dict_to_object``, for what awa-beat can use
+    (an rrule decodes to a marker: it is not supported)."""
+    if "__type__" not in d:
+        return d
+    objtype = d.pop("__type__")
+    if objtype == "datetime":
+        zone = d.pop("timezone", "UTC")
+        try:
+            tz: tzinfo = timezone(timedelta(minutes=(zone / 60)))
+        except TypeError:
+            tz = ZoneInfo(zone)
+        return datetime(tzinfo=tz, **d)
+    if objtype == "interval":
+        from celery.schedules import schedule
+
+        return schedule(run_every=d["every"], relative=d.get("relative", False))
+    if objtype == "crontab":
+        from celery.schedules import crontab
+
+        return crontab(**d)
+    if objtype == "weekday":
+        return _Weekday(d)
+    if objtype == "rrule":
+        return _RRule(d)
+    d["__type__"] = objtype
+    return d
+
+
+def decode_redbeat(text: str) -> Any:
+    """Decode RedBeat's JSON (``definition`` or ``meta``) as RedBeat itself does."""
+    return json.loads(text, object_hook=_redbeat_object)
+
+
+def redact_url(url: str) -> str:
+    """A Redis (or any) URL with its password replaced (in the netloc or the query),
+    safe to print."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is not None:
+            host = parts.hostname or ""
+            host = f"[{host}]" if ":" in host else host
+            if parts.port is not None:
+                host = f"{host}:{parts.port}"
+            parts = parts._replace(netloc=f"{parts.username or ''}:***@{host}")
+        if "password=" in parts.query:
+            parts = parts._replace(query=urlencode(
+                [(k, "***" if k == "password" else v)
+                 for k, v in parse_qsl(parts.query, keep_blank_values=True)], safe="*"))
+        return url if parts == urlsplit(url) else urlunsplit(parts)
+    except ValueError:
+        return "<unparseable URL>"
+
+
+def read_redbeat(url: str, key_prefix: str = "redbeat:") -> list[RedBeatRecord]:
+    """Every RedBeat entry under ``key_prefix``: the hashes with a ``definition``.
+
+    RedBeat's own keys (``<prefix>:schedule``, ``<prefix>:statics``, the lock) are
+    skipped, as is anything that is not a hash.
+    """
+    try:
+        import redis
+    except ImportError:  # pragma: no cover - redis comes with celery[redis]
+        raise SourceError("reading RedBeat needs the redis package: pip install redis") from None
+    shown = redact_url(url)
+    try:
+        client = redis.Redis.from_url(url, decode_responses=True, socket_connect_timeout=5,
+                                      socket_timeout=30)
+    except (ValueError, TypeError) as exc:
+        raise SourceError(f"the Redis URL {shown} is malformed: {first_line(exc)}") from None
+    own = {f"{key_prefix}:schedule", f"{key_prefix}:statics", f"{key_prefix}:lock"}
+    pattern = re.sub(r"([*?\[\]\\])", r"\\\1", key_prefix) + "*"
+    try:
+        keys = sorted(k for k in client.scan_iter(match=pattern, count=1000) if k not in own)
+        records = []
+        for start in range(0, len(keys), 500):
+            chunk = keys[start:start + 500]
+            with client.pipeline(transaction=False) as pipe:
+                for key in chunk:
+                    pipe.type(key)
+                    pipe.hmget(key, "definition", "meta")
+                replies = pipe.execute(raise_on_error=False)
+            for key, kind, values in zip(chunk, replies[::2], replies[1::2], strict=True):
+                if kind != "hash" or isinstance(values, Exception):
+                    continue
+                records.append(RedBeatRecord(key, values[0], values[1]))
+    except redis.RedisError as exc:
+        raise SourceError(f"cannot read RedBeat entries from Redis at {shown}: "
+                          f"{first_line(exc)}") from None
+    finally:
+        client.close()
+    return records
+
+
+def from_redbeat(records: Sequence[RedBeatRecord], *, key_prefix: str = "redbeat:",
+                 default_timezone: str = "UTC", default_dispatch: str = "awa") -> list[Result]:
+    """Each RedBeat entry: interval and crontab schedules (a crontab runs in the beat app's
+    time zone: ``default_timezone``); ``enabled: false`` imports it paused; the meta's
+    ``last_run_at`` is the cursor."""
+    return dedupe(_redbeat_entry(r, key_prefix, default_timezone, default_dispatch)
+                   for r in records)
+
+
+def _redbeat_entry(record: RedBeatRecord, key_prefix: str, default_tz: str,
+                   default_dispatch: str) -> Result:
+    name = record.key[len(key_prefix):] if record.key.startswith(key_prefix) else record.key
+    if not record.definition:
+        return NotCarried(name, f"hash {record.key!r} has no 'definition' field: not a RedBeat "
+                          "entry")
+    try:
+        definition = decode_redbeat(record.definition)
+        if not isinstance(definition, dict):
+            raise ValueError("not a JSON object")
+    except Exception as exc:  # RedBeat's own decoder would fail on it too
+        return NotCarried(name, f"its definition cannot be decoded: {type(exc).__name__}: "
+                          f"{first_line(exc)}")
+    name = str(definition.get("name") or name)
+    if definition.get("task") == BACKEND_CLEANUP and name == BACKEND_CLEANUP:
+        return NotCarried(name, BACKEND_CLEANUP_REASON)
+    schedule = definition.get("schedule")
+    if isinstance(schedule, _RRule):
+        return NotCarried(name, "rrule schedules are not supported: Awa cannot evaluate them, "
+                          "so replicas and Awa sharing the table could not agree on fire "
+                          "times; use a crontab or an Awa cron expression")
+    try:
+        meta = decode_redbeat(record.meta) if record.meta else {}
+        last_run_at = meta.get("last_run_at") if isinstance(meta, dict) else None
+    except Exception as exc:
+        return NotCarried(name, f"its meta (last run) cannot be decoded: "
+                          f"{type(exc).__name__}: {first_line(exc)}")
+    entry = {key: definition[key] for key in ("task", "schedule", "args", "kwargs", "options")
+             if key in definition}
+    return convert(name, entry, cursor=utc_cursor(last_run_at),
+                   paused_by=None if definition.get("enabled", True) else REDBEAT_PAUSED_BY,
+                   default_timezone=default_tz, default_dispatch=default_dispatch)
+
