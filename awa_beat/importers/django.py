@@ -31,8 +31,7 @@ from .common import (
 #: ``paused_by`` of a row whose task was disabled (``enabled = false``).
 DJANGO_PAUSED_BY = "import: disabled in django-celery-beat"
 
-#: Each of django-celery-beat's tables by its field of :class:`DjangoTables`; the named
-#: query ``django_<field>`` of ``queries.sql`` reads it.
+#: Each of django-celery-beat's tables by its field of :class:`DjangoTables`.
 DJANGO_TABLES = {
     "tasks": "django_celery_beat_periodictask",
     "intervals": "django_celery_beat_intervalschedule",
@@ -40,6 +39,10 @@ DJANGO_TABLES = {
     "solars": "django_celery_beat_solarschedule",
     "clocked": "django_celery_beat_clockedschedule",
 }
+#: The named query of ``queries.sql`` that reads each table.
+_QUERIES = {"tasks": "django_tasks", "intervals": "django_intervals",
+            "crontabs": "django_crontabs", "solars": "django_solars",
+            "clocked": "django_clocked"}
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,7 @@ def read_django(url: str) -> DjangoTables:
                 raise SourceError(
                     f"no django-celery-beat tables in {redact(url)} "
                     f"({DJANGO_TABLES['tasks']} not found; wrong database or search_path?)")
-            rows = {key: cur.execute(queries[f"django_{key}"]).fetchall()
+            rows = {key: cur.execute(queries[_QUERIES[key]]).fetchall()
                     if table in present else []
                     for key, table in DJANGO_TABLES.items()}
     except psycopg.Error as exc:

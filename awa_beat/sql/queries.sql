@@ -1,5 +1,6 @@
 -- Every SQL statement awa-beat runs, each under a `-- name --` header and loaded by
--- name (awa_beat/sql/__init__.py). Only awa_beat/store.py and awa_beat/schema.py use them.
+-- name (awa_beat/sql/__init__.py); tests/unit/test_sql.py checks that no module writes
+-- SQL of its own and that every query here is used.
 -- Values are always bound parameters; large arrays use binary placeholders (`%(x)b`),
 -- which psycopg encodes much faster than text arrays.
 
