@@ -16,5 +16,5 @@ def celery_app(name: str = "testproj", *, db_url: str | None = None,
                                 "timezone": "UTC", "beat_schedule": beat_schedule or {}}
     if db_url is not None:
         settings["awa_beat_database_url"] = db_url
-    app.conf.update(**settings, **conf)
+    app.conf.update({**settings, **conf})
     return app
