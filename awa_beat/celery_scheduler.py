@@ -195,7 +195,7 @@ class Scheduler(beat.Scheduler):
             self._next_heartbeat = 0.0  # tell `awa-beat status` of the new leader now
             self._listen()  # before the refresh, so no change falls between the two
             if self.bridge is not None:
-                self.bridge.pending = True  # the last leader may have left jobs unpublished
+                self.bridge.wake()  # the last leader may have left jobs unpublished
             try:
                 self.engine.refresh()  # warm already (but at start): one cheap query
             except StoreError as exc:
@@ -241,7 +241,7 @@ class Scheduler(beat.Scheduler):
         if "cron_jobs" in changed:
             self.engine.refresh_soon()
         if "jobs" in changed and self.bridge is not None:
-            self.bridge.pending = True
+            self.bridge.wake()
         return 0.0
 
     def close(self) -> None:
@@ -407,7 +407,7 @@ class Scheduler(beat.Scheduler):
             # Test hook: die between the fire's commit and the publish.
             os._exit(3)
         if self.bridge is not None:
-            self.bridge.pending = True
+            self.bridge.wake()
 
     def _dispatch(self, now: float) -> bool:
         """Publish what the bridge has pending; True when more is waiting right now."""
@@ -420,7 +420,7 @@ class Scheduler(beat.Scheduler):
             self._next_outbox_check = now + (NOTIFIED_OUTBOX_CHECK_INTERVAL
                                              if self.leadership.listening
                                              else OUTBOX_CHECK_INTERVAL)
-            self.bridge.pending = True
+            self.bridge.wake()
         if self.bridge.due():
             self.bridge.drain()
         self.bridge.purge()
