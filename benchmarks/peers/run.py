@@ -391,7 +391,7 @@ def kombu_limit(env: Env, n: int) -> dict[str, float]:
     shape), each with its own task id and args."""
     from celery import Celery
 
-    from awa_beat.bridge import _Recorder
+    from awa_beat.bridge.messages import _Recorder
     out: dict[str, float] = {}
     app = Celery("limit", set_as_current=False)
     app.conf.update(broker_url=env.args.broker, result_expires=None)

@@ -15,11 +15,14 @@ from celery.beat import ScheduleEntry
 from celery.beat import Scheduler as CeleryScheduler
 from kombu import Connection
 
-from awa_beat.amqp_publish import coalesced_writes
-from awa_beat.bridge import Bridge, task_id_for
+from awa_beat.bridge import Bridge, fire_task_id
+from awa_beat.bridge.amqp import coalesced_writes
+from awa_beat.bridge.messages import MessageBuilder
 from awa_beat.records import FireRequest
 from awa_beat.spec import spec_from_entry
 from awa_beat.store import Store, connect
+from awa_beat.testing import actions
+from tests.apps import celery_app
 from tests.brokers import BROKERS, broker_conf
 
 pytestmark = pytest.mark.integration
@@ -37,9 +40,7 @@ def app(request: pytest.FixtureRequest, tmp_path: Path) -> Celery:
     conf = broker_conf(request.param, tmp_path)
     if conf is None:
         pytest.skip(f"{request.param} does not answer on this machine")
-    app = Celery("bridgetest", set_as_current=False)
-    app.conf.update(result_expires=None, task_default_queue=f"q-{uuid.uuid4().hex[:8]}",
-                    **conf)
+    app = celery_app("bridgetest", task_default_queue=f"q-{uuid.uuid4().hex[:8]}", **conf)
     app.broker_kind = request.param  # type: ignore[attr-defined]
     return app
 
@@ -118,8 +119,7 @@ def test_published_message_matches_what_celery_beat_sends(app: Celery, standalon
         "celery_beat_task"}
     for key in ("task", "x-team", "lang", "retries", "ignore_result"):
         assert ours.headers[key] == theirs.headers[key], key
-    assert ours.headers["id"] == task_id_for({"id": 0, "metadata": {
-        "cron_name": "report", "cron_fire_time": fire_text(1)}})
+    assert ours.headers["id"] == fire_task_id("report", fire_text(1), 0)
     # A relative expiry counts from the fire time.
     assert datetime.fromisoformat(ours.headers["expires"]) == T0 + timedelta(minutes=61)
     assert ours.decode()[:2] == theirs.decode()[:2] == [[1, "two"], {"full": True}]
@@ -144,8 +144,7 @@ def test_backlog_is_published_in_fire_order(app: Celery, standalone: Store) -> N
     ids = [m.headers["id"] for m in messages]
     assert len(set(ids)) == 12
     by_fire = [(int(m.headers["argsrepr"].strip("(),[]")), m.headers["id"]) for m in messages]
-    expected = [task_id_for({"id": 0, "metadata": {"cron_name": f"s{i}",
-                                                   "cron_fire_time": fire_text(minute)}})
+    expected = [fire_task_id(f"s{i}", fire_text(minute), 0)
                 for minute in range(1, 5) for i in range(3)]
     if app.broker_kind == "filesystem":  # type: ignore[attr-defined]
         # That transport does not deliver in publish order within one millisecond.
@@ -174,8 +173,7 @@ def test_manual_triggers_go_first_and_pages_miss_nothing(app: Celery,
     assert len(set(ids)) == 10
     if app.broker_kind != "filesystem":  # type: ignore[attr-defined]
         assert ids[:2] == [task_ids[j] for j in triggered]  # no fire time: first, by id
-        scheduled = [task_id_for({"id": 0, "metadata": {"cron_name": f"s{i}",
-                                                        "cron_fire_time": fire_text(m)}})
+        scheduled = [fire_task_id(f"s{i}", fire_text(m), 0)
                      for m in (1, 2) for i in range(4)]
         assert ids[2:] == scheduled
 
@@ -246,8 +244,9 @@ def test_broker_outage_logs_once_then_drains_when_back(app: Celery, standalone: 
         assert bridge.drain() == 3
     bridge.close()
     errors = [r for r in caplog.records if r.levelno == logging.ERROR]
-    assert len(errors) == 1 and "cannot publish to the broker" in errors[0].getMessage()
-    assert any("reachable again" in r.getMessage() for r in caplog.records)
+    assert actions(errors) == ["bridge.outage"]
+    assert "cannot publish to the broker" in errors[0].getMessage()
+    assert actions(caplog.records) == ["bridge.outage", "bridge.recovered"]
     assert len(consume(app, queue, 3)) == 3
 
 
@@ -281,8 +280,7 @@ def test_connection_dropped_mid_drain_republishes_with_the_same_ids(
     bridge.close()
     messages = consume(app, queue, 10, then_wait=1.0)  # and any republished copies
     ids = [m.headers["id"] for m in messages]
-    expected = {task_id_for({"id": 0, "metadata": {
-        "cron_name": f"s{i}", "cron_fire_time": fire_text(1)}}) for i in range(10)}
+    expected = {fire_task_id(f"s{i}", fire_text(1), 0) for i in range(10)}
     assert set(ids) == expected  # none lost; any duplicate carries the same id
     tasks = dict(c.execute("SELECT metadata ->> 'cron_name', metadata ->> 'celery_task_id'"
                            " FROM awa.jobs"))
@@ -317,11 +315,13 @@ def test_messages_copied_from_a_template_equal_what_celery_builds(app: Celery,
     register(standalone, app, entries)
     fire(standalone, list(entries))
     jobs = standalone.pending_celery_jobs("bt", 10)
-    templated = Bridge(app, standalone, deployment="bt")
+    templated = MessageBuilder(app)
     copies = [templated.prepare(job) for job in jobs]
     assert len(templated._templates) == 1
     for job, copy in zip(jobs, copies, strict=True):
-        fresh = Bridge(app, standalone, deployment="bt").prepare(job)
+        builder = MessageBuilder(app)
+        fresh = builder.prepare(job)
+        builder.close()
         for field in ("body", "content_type", "content_encoding", "routing_key", "exchange",
                       "priority", "task_id"):
             assert getattr(copy, field) == getattr(fresh, field), field
@@ -380,3 +380,59 @@ def test_frames_gathered_before_a_failure_are_dropped_and_writes_go_direct_after
             transport.sock.sendall)
         producer.publish({"n": "after"})
     assert [m.decode() for m in consume(app, queue, 1, then_wait=0.5)] == [{"n": "after"}]
+
+
+def test_a_bug_inside_a_drain_propagates_and_is_no_outage(app: Celery, standalone: Store,
+                                                          monkeypatch, caplog) -> None:
+    queue = app.conf.task_default_queue
+    register(standalone, app, {f"s{i}": {"task": "t.x", "schedule": 60,
+                                         "options": {"queue": queue}} for i in range(4)})
+    fire(standalone, [f"s{i}" for i in range(4)])
+    bridge = Bridge(app, standalone, deployment="bt", batch_size=2)
+    read = standalone.pending_celery_jobs
+    pages: list[int] = []
+
+    def second_page_breaks(*args: Any, **kwargs: Any) -> Any:
+        pages.append(1)
+        if len(pages) == 2:  # the first batch is on its way to the broker
+            raise TypeError("a bug, not a broker outage")
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(standalone, "pending_celery_jobs", second_page_breaks)
+    with caplog.at_level(logging.DEBUG, logger="awa_beat.bridge"), \
+            pytest.raises(TypeError, match="a bug"):
+        bridge.drain()
+    assert "bridge.outage" not in actions(caplog.records)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert bridge._failures == 0 and bridge.due()  # no backoff: nothing to wait out
+    monkeypatch.undo()
+    assert bridge.drain() == 4  # the batch the bug interrupted, published again
+    bridge.close()
+    ids = {m.headers["id"] for m in consume(app, queue, 4, then_wait=0.5)}
+    assert ids == {fire_task_id(f"s{i}", fire_text(1), 0) for i in range(4)}
+
+
+def test_a_job_celery_cannot_build_is_marked_failed_and_the_rest_published(
+    app: Celery, standalone: Store, caplog
+) -> None:
+    queue = app.conf.task_default_queue
+    register(standalone, app, {
+        "bad": {"task": "t.x", "schedule": 60,
+                "options": {"queue": queue, "serializer": "no-such-serializer"}},
+        "good": {"task": "t.x", "schedule": 60, "options": {"queue": queue}}})
+    fire(standalone, ["bad", "good"])
+    bridge = Bridge(app, standalone, deployment="bt")
+    with caplog.at_level(logging.INFO, logger="awa_beat.bridge"):
+        assert bridge.drain() == 1
+    bridge.close()
+    (refusal,) = [r for r in caplog.records if getattr(r, "action", None)]
+    assert refusal.action == "bridge.unpublishable" and refusal.levelno == logging.ERROR
+    assert "SerializerNotInstalled" in refusal.error
+    c = connect(standalone.conninfo)
+    rows = dict(c.execute("SELECT metadata ->> 'cron_name', state::text FROM awa.jobs"))
+    (error,) = c.execute("SELECT metadata ->> 'celery_error' FROM awa.jobs"
+                         " WHERE state = 'failed'").fetchone()
+    c.close()
+    assert rows == {"bad": "failed", "good": "completed"}
+    assert refusal.job_id and error == refusal.error
+    assert len(consume(app, queue, 1)) == 1

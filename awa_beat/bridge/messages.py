@@ -1,0 +1,253 @@
+"""The Celery task message of each fired job, built by Celery itself.
+
+The first message for a task and set of options is built by Celery (``app.send_task``
+into a producer that records instead of sending), so routing, headers and properties
+are exactly what Celery's own beat sends; the others are copies of it with their own
+task id, expiry and args. The task id is derived from the fire, so a message published
+again carries the same one.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from celery.utils.saferepr import saferepr
+from kombu import Producer
+from kombu.serialization import dumps, loads, registry
+
+from .amqp import HeaderTable
+
+UTC = timezone.utc
+#: Task ids are uuid5(TASK_ID_NAMESPACE, "<cron_name>@<cron_fire_time>").
+TASK_ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://pypi.org/project/awa-beat/")
+#: Entries in the cache of (argsrepr, kwargsrepr, body) per args.
+CALL_CACHE_SIZE = 512
+
+#: apply_async options the bridge decides itself: publishing retries are its own, and
+#: the task id is derived from the fire.
+_BRIDGE_OWNED = ("retry", "retry_policy", "task_id", "producer", "connection", "publisher",
+                 "router", "add_to_parent", "result_cls")
+
+
+def fire_task_id(cron_name: str | None, fire_time: str | None, job_id: int) -> str:
+    """A fired job's Celery task id: the same on every republish.
+
+    ``fire_time`` is the job's ``cron_fire_time`` in Awa's text form; a job without one
+    (a manual trigger) is known by its id instead.
+    """
+    key = f"{cron_name}@{fire_time}" if fire_time else f"job:{job_id}"
+    return str(uuid.uuid5(TASK_ID_NAMESPACE, key))
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the bridge makes of one set of Celery options (parsed once per set)."""
+
+    options: dict[str, Any]
+    """apply_async options, less those the bridge owns and ``expires``."""
+    expires: Any
+    relative_expiry: bool
+    """``expires`` is seconds after the fire."""
+    templatable: bool
+    """Messages with these options can be copied from a template."""
+
+    @classmethod
+    def parse(cls, text: str) -> _Plan:
+        options = json.loads(text) or {}
+        for key in _BRIDGE_OWNED:
+            options.pop(key, None)
+        expires = options.pop("expires", None)
+        relative = isinstance(expires, (int, float)) and not isinstance(expires, bool)
+        return cls(options, expires, relative,
+                   "countdown" not in options and "eta" not in options)
+
+
+def _call(text: str | None) -> tuple[Any, dict[str, Any]]:
+    """(args, kwargs) from a job's args column, as Celery's send_task takes them."""
+    call = json.loads(text) if text else {}
+    if not isinstance(call, dict):
+        call = {}
+    return call.get("args") or (), call.get("kwargs") or {}
+
+
+_PLAIN = (int, float, type(None))
+
+
+def _saferepr(value: Any, maxlen: int, maxlevels: int) -> str:
+    """Celery's ``saferepr``, with a shortcut for the common args: a short flat list of
+    numbers (where it is plain ``repr``), and no kwargs."""
+    if not value and isinstance(value, dict):
+        return "{}"
+    if (isinstance(value, list) and 0 < len(value) <= 32
+            and all(type(v) in _PLAIN for v in value)):
+        text = repr(value)
+        if len(text) < maxlen:
+            return text
+    return saferepr(value, maxlen, maxlevels=maxlevels)
+
+
+def _parse_fire_time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    # Awa's text form: "YYYY-MM-DD HH:MM:SS+00".
+    return datetime.fromisoformat(text.replace("+00", "+00:00")).astimezone(UTC)
+
+
+@dataclass
+class Prepared:
+    """One task message, serialised and routed, ready for any kombu channel."""
+
+    job_id: int
+    task_id: str
+    body: Any
+    priority: Any
+    content_type: str
+    content_encoding: str
+    headers: dict[str, Any]
+    properties: dict[str, Any]
+    routing_key: str
+    exchange: str
+    declare: list[Any]
+    embed: Any = None
+    """The decoded body's third part (callbacks, chain, ...), kept to build copies."""
+    table: HeaderTable | None = None
+    """Encodes the headers of this template's copies (AMQP only)."""
+
+
+class _Recorder(Producer):
+    """A producer that keeps what Celery would publish instead of publishing it."""
+
+    recorded: tuple[Any, ...] | None = None
+
+    def _publish(self, body: Any, priority: Any, content_type: str, content_encoding: str,
+                 headers: dict[str, Any], properties: dict[str, Any], routing_key: str,
+                 mandatory: bool, immediate: bool, exchange: str, declare: list[Any],
+                 *args: Any, **kwargs: Any) -> None:
+        self.recorded = (body, priority, content_type, content_encoding, headers,
+                         dict(properties), routing_key, exchange, list(declare))
+
+
+class MessageBuilder:
+    """Builds the messages of pending jobs for one Celery app, and keeps each job's until
+    it is :meth:`forget`-ten (published), so a batch published again is not rebuilt."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self._recorder: _Recorder | None = None
+        self._prepared: dict[int, Prepared] = {}
+        self._templates: dict[tuple[str, str], Prepared] = {}
+        self._plans: dict[tuple[str, str], _Plan] = {}
+        self._calls: dict[tuple[int, str], tuple[str, str, Any]] = {}
+        self._repr_limits: tuple[int, int, int] | None = None
+
+    def close(self) -> None:
+        if self._recorder is not None:
+            self._recorder.connection.release()
+            self._recorder = None
+
+    def forget(self, messages: list[Prepared]) -> None:
+        """The broker accepted ``messages``: their jobs need them no more."""
+        for m in messages:
+            self._prepared.pop(m.job_id, None)
+
+    def prepare(self, job: dict[str, Any]) -> Prepared:
+        """Build the job's message exactly as Celery's beat would send it.
+
+        ``job`` is a row of :meth:`Store.pending_celery_jobs`: its args and Celery options
+        as JSON text, so that they key the caches below without being parsed again.
+
+        Celery builds the first message for each task and set of options; the others
+        are copies with their own task id, expiry, args and kwargs (body and the
+        ``argsrepr``/``kwargsrepr`` headers), the only parts of a Celery message that
+        differ between two sends with the same options (checked against Celery itself
+        in the tests). Messages that depend on the time of sending (``countdown``,
+        ``eta``) or are compressed are always built by Celery.
+        """
+        cached = self._prepared.get(job["id"])
+        if cached is not None:
+            return cached
+        key = (job["kind"], job["options"] or "{}")
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = _Plan.parse(key[1])
+        expires = plan.expires
+        if plan.relative_expiry:
+            # Relative to the fire, not to the publish: a late publish does not extend it.
+            fired = _parse_fire_time(job["cron_fire_time"]) or job["created_at"]
+            expires = fired + timedelta(seconds=plan.expires)
+        task_id = fire_task_id(job["cron_name"], job["cron_fire_time"], job["id"])
+        template = self._templates.get(key) if plan.templatable else None
+        if template is None:
+            args, kwargs = _call(job["args"])
+            prepared = self._build(job["id"], job["kind"], args, kwargs, dict(plan.options),
+                                   expires, task_id)
+            if plan.templatable and "compression" not in prepared.headers:
+                self._templates[key] = prepared
+        else:
+            prepared = self._copy(template, job["id"], task_id, expires, job["args"] or "{}")
+        self._prepared[job["id"]] = prepared
+        return prepared
+
+    def _copy(self, template: Prepared, job_id: int, task_id: str, expires: Any,
+              call: str) -> Prepared:
+        """``template`` for another job, set the way Celery sets those fields."""
+        headers = dict(template.headers)
+        headers["id"] = headers["root_id"] = task_id
+        headers["argsrepr"], headers["kwargsrepr"], body = self._call_parts(template, call)
+        properties = dict(template.properties)
+        properties["correlation_id"] = task_id
+        if isinstance(expires, datetime):
+            headers["expires"] = expires.isoformat()
+            # Celery turns the expiry into the message's TTL, counted from the send.
+            left = max(0.0, (expires - datetime.now(UTC)).total_seconds())
+            properties["expiration"] = str(int(left * 1000))
+        if template.table is None:
+            template.table = HeaderTable(template.headers)
+        return Prepared(job_id, task_id, body, template.priority, template.content_type,
+                        template.content_encoding, headers, properties, template.routing_key,
+                        template.exchange, template.declare, template.embed, template.table)
+
+    def _call_parts(self, template: Prepared, call: str) -> tuple[str, str, Any]:
+        """argsrepr, kwargsrepr and body for the JSON ``call``, cached: a schedule sends
+        the same args every time it fires."""
+        key = (id(template), call)
+        parts = self._calls.get(key)
+        if parts is not None:
+            return parts
+        args, kwargs = _call(call)
+        if self._repr_limits is None:
+            # Read once: a look-up in Celery's settings is slow next to a local.
+            # task_repr_maxlevels is new in Celery 5.7; older versions use saferepr's
+            # default.
+            amqp = self.app.amqp
+            self._repr_limits = (amqp.argsrepr_maxsize, amqp.kwargsrepr_maxsize,
+                                 self.app.conf.get("task_repr_maxlevels", 3))
+        args_max, kwargs_max, levels = self._repr_limits
+        if template.embed is None:
+            template.embed = loads(template.body, template.content_type,
+                                   template.content_encoding)[2]
+        _, _, body = dumps((args, kwargs, template.embed),
+                           serializer=registry.type_to_name[template.content_type])
+        parts = (_saferepr(args, args_max, levels), _saferepr(kwargs, kwargs_max, levels),
+                 body)
+        if len(self._calls) >= CALL_CACHE_SIZE:
+            self._calls.clear()
+        self._calls[key] = parts
+        return parts
+
+    def _build(self, job_id: int, kind: str, args: Any, kwargs: dict[str, Any],
+               options: dict[str, Any], expires: Any, task_id: str) -> Prepared:
+        if self._recorder is None:
+            self._recorder = _Recorder(self.app.connection_for_write(), auto_declare=False)
+        headers = dict(options.pop("headers", None) or {})
+        headers["celery_beat_task"] = True
+        self._recorder.recorded = None
+        self.app.send_task(kind, args, kwargs, task_id=task_id, producer=self._recorder,
+                           expires=expires, headers=headers, retry=False, **options)
+        recorded = self._recorder.recorded
+        assert recorded is not None, "Celery did not publish through the producer"
+        return Prepared(job_id, task_id, *recorded)

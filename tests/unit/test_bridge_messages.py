@@ -1,0 +1,288 @@
+"""The bridge without a database or a real broker: task ids, the messages built from job
+rows, and the drain's handling of errors, on kombu's in-memory transport."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from awa_beat.bridge import Bridge, fire_task_id
+from awa_beat.bridge import messages as m
+from awa_beat.bridge.messages import MessageBuilder, _call, _parse_fire_time, _Plan
+from awa_beat.errors import DatabaseUnavailable
+from awa_beat.testing import actions
+from tests.apps import celery_app
+
+UTC = timezone.utc
+FIRE = "2026-01-01 10:00:00+00"
+
+
+def row(job_id: int, *, kind: str = "proj.report", args: Any = None,
+        options: dict[str, Any] | None = None, cron_name: str | None = "report",
+        fire_time: str | None = FIRE) -> dict[str, Any]:
+    """A row as Store.pending_celery_jobs returns it."""
+    return {"id": job_id, "kind": kind,
+            "args": json.dumps(args if args is not None else {"args": [], "kwargs": {}}),
+            "options": json.dumps(options) if options is not None else None,
+            "cron_name": cron_name, "cron_fire_time": fire_time,
+            "created_at": datetime(2026, 1, 1, 9, 0, tzinfo=UTC),
+            "fire_key": fire_time or ""}
+
+
+@pytest.fixture
+def app() -> Any:
+    return celery_app("bridgeunit", task_default_queue=f"q-{uuid.uuid4().hex[:8]}")
+
+
+@pytest.fixture
+def builder(app: Any) -> Any:
+    b = MessageBuilder(app)
+    yield b
+    b.close()
+
+
+# -- task ids -----------------------------------------------------------------------------
+
+
+def test_task_ids_are_pinned_to_the_fire() -> None:
+    # Pinned: a job published before an upgrade and again after it must keep its id.
+    assert fire_task_id("report", FIRE, 7) == str(uuid.uuid5(
+        m.TASK_ID_NAMESPACE, f"report@{FIRE}"))
+    assert fire_task_id("report", "2026-01-01 00:00:00+00", 7) == (
+        "b713c833-936e-5d5c-8c52-4e011a64cafd")
+    assert fire_task_id("report", FIRE, 7) == fire_task_id("report", FIRE, 8)
+    assert fire_task_id("report", FIRE, 7) != fire_task_id("other", FIRE, 7)
+
+
+def test_a_job_without_a_fire_time_is_known_by_its_id() -> None:
+    assert fire_task_id(None, None, 42) == "b252d19a-eeb0-5889-a3f8-431e484396d0"
+    assert fire_task_id("report", None, 42) == fire_task_id(None, None, 42)
+    assert fire_task_id("report", None, 42) != fire_task_id("report", None, 43)
+
+
+# -- parsing a row ------------------------------------------------------------------------
+
+
+def test_options_the_bridge_owns_are_dropped_and_expiry_is_read() -> None:
+    plan = _Plan.parse(json.dumps({"queue": "q", "task_id": "x", "retry": True,
+                                   "retry_policy": {}, "expires": 60}))
+    assert plan.options == {"queue": "q"}
+    assert plan.expires == 60 and plan.relative_expiry and plan.templatable
+    absolute = _Plan.parse(json.dumps({"expires": "2026-01-01T00:00:00+00:00"}))
+    assert not absolute.relative_expiry
+    assert not _Plan.parse(json.dumps({"expires": True})).relative_expiry
+    assert not _Plan.parse(json.dumps({"countdown": 5})).templatable
+    assert not _Plan.parse(json.dumps({"eta": "2026-01-01T00:00:00"})).templatable
+    assert _Plan.parse("null").options == {}
+
+
+def test_args_come_from_the_args_column() -> None:
+    assert _call('{"args": [1, 2], "kwargs": {"a": 1}}') == ([1, 2], {"a": 1})
+    assert _call(None) == ((), {})
+    assert _call("[1, 2]") == ((), {})  # not Awa's {"args", "kwargs"} form
+    assert _call('{"args": null}') == ((), {})
+
+
+def test_fire_times_in_awas_text_form() -> None:
+    assert _parse_fire_time(FIRE) == datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
+    assert _parse_fire_time(None) is None and _parse_fire_time("") is None
+
+
+# -- messages -----------------------------------------------------------------------------
+
+
+def test_a_message_carries_the_fire_and_beats_header(builder: Any) -> None:
+    prepared = builder.prepare(row(1, args={"args": [1, "two"], "kwargs": {"full": True}},
+                                   options={"priority": 5, "task_id": "not-this-one",
+                                            "headers": {"x-team": "data"}}))
+    task_id = fire_task_id("report", FIRE, 1)
+    assert prepared.task_id == prepared.headers["id"] == task_id
+    assert prepared.properties["correlation_id"] == task_id
+    assert prepared.headers["celery_beat_task"] is True
+    assert prepared.headers["x-team"] == "data"
+    assert prepared.headers["task"] == "proj.report"
+    assert prepared.headers["argsrepr"] == "[1, 'two']"
+    assert prepared.priority == 5
+
+
+def test_a_relative_expiry_counts_from_the_fire_or_the_creation(builder: Any) -> None:
+    fired = builder.prepare(row(1, options={"expires": 3600}))
+    assert datetime.fromisoformat(fired.headers["expires"]) == datetime(
+        2026, 1, 1, 11, 0, tzinfo=UTC)
+    triggered = builder.prepare(row(2, options={"expires": 60}, fire_time=None))
+    assert datetime.fromisoformat(triggered.headers["expires"]) == datetime(
+        2026, 1, 1, 9, 1, tzinfo=UTC)
+
+
+def test_copies_of_a_template_equal_what_celery_builds(app: Any, builder: Any) -> None:
+    options = {"expires": 900, "priority": 4, "headers": {"h": 1}}
+    rows = [row(i, args=call, options=options, cron_name=f"s{i}")
+            for i, call in enumerate([{"args": [1], "kwargs": {}},
+                                      {"args": [], "kwargs": {"a": "b" * 300}},
+                                      {"args": [{"deep": [1, [2, [3]]]}],
+                                       "kwargs": {"x": None}}])]
+    copies = [builder.prepare(r) for r in rows]
+    assert len(builder._templates) == 1
+    assert copies[1].table is copies[2].table is not None  # copies, not Celery's builds
+    for r, copy in zip(rows, copies, strict=True):
+        alone = MessageBuilder(app)
+        fresh = alone.prepare(r)
+        alone.close()
+        for field in ("body", "content_type", "content_encoding", "routing_key", "exchange",
+                      "priority", "task_id", "headers"):
+            assert getattr(copy, field) == getattr(fresh, field), field
+        assert {k: v for k, v in copy.properties.items() if k != "expiration"} == {
+            k: v for k, v in fresh.properties.items() if k != "expiration"}
+        assert abs(int(copy.properties["expiration"]) -
+                   int(fresh.properties["expiration"])) < 2000
+
+
+def test_messages_that_depend_on_the_send_are_never_copied(builder: Any) -> None:
+    builder.prepare(row(1, options={"countdown": 10}))
+    builder.prepare(row(2, options={"compression": "zlib"}))
+    assert builder._templates == {}
+
+
+def test_a_message_is_kept_until_forgotten(builder: Any) -> None:
+    first = builder.prepare(row(1))
+    assert builder.prepare(row(1)) is first  # published again after a failure: as built
+    builder.forget([first])
+    assert builder.prepare(row(1)) is not first
+
+
+def test_the_cache_of_args_is_bounded(builder: Any) -> None:
+    for i in range(m.CALL_CACHE_SIZE + 10):
+        builder.prepare(row(i, args={"args": [i], "kwargs": {}}))
+    assert len(builder._calls) <= m.CALL_CACHE_SIZE
+
+
+# -- the drain ------------------------------------------------------------------------------
+
+
+class FakeStore:
+    """The part of Store the bridge uses, in memory."""
+
+    def __init__(self, rows: list[dict[str, Any]]) -> None:
+        self.rows = {r["id"]: r for r in rows}
+        self.published: dict[int, str] = {}
+        self.failed: dict[int, str] = {}
+        self.purges = 0
+
+    def pending_celery_jobs(self, deployment: str, limit: int,
+                            after: tuple[str, int] = ("", 0)) -> list[dict[str, Any]]:
+        pending = sorted((r for r in self.rows.values()
+                          if r["id"] not in self.published and r["id"] not in self.failed
+                          and (r["fire_key"], r["id"]) > after),
+                         key=lambda r: (r["fire_key"], r["id"]))
+        return pending[:limit]
+
+    def mark_published(self, ids: list[int], task_ids: list[str]) -> int:
+        self.published.update(zip(ids, task_ids, strict=True))
+        return len(ids)
+
+    def mark_unpublishable(self, job_id: int, error: str) -> None:
+        self.failed[job_id] = error
+
+    def purge_published(self, retention: timedelta, limit: int) -> int:
+        self.purges += 1
+        return limit if self.purges < 3 else 1
+
+
+def test_a_drain_publishes_and_marks_every_job(app: Any) -> None:
+    store = FakeStore([row(i, cron_name=f"s{i}") for i in range(5)])
+    bridge = Bridge(app, store, deployment="d", batch_size=2)
+    assert bridge.due()
+    assert bridge.drain() == 5
+    bridge.close()
+    assert store.published == {i: fire_task_id(f"s{i}", FIRE, i) for i in range(5)}
+    assert not bridge.pending and not bridge.due()
+
+
+def test_wake_is_how_the_runtime_says_there_is_work(app: Any) -> None:
+    bridge = Bridge(app, FakeStore([]), deployment="d")
+    assert bridge.drain() == 0 and not bridge.due()
+    bridge.wake()
+    assert bridge.pending and bridge.due()
+    with pytest.raises(AttributeError):
+        bridge.pending = False  # type: ignore[misc]
+    bridge.close()
+
+
+@pytest.mark.parametrize("error", [TypeError("a bug"),
+                                   DatabaseUnavailable("no database connection: refused")],
+                         ids=["bug", "database"])
+def test_what_is_not_the_brokers_propagates_and_is_no_outage(app: Any, caplog,
+                                                             error: Exception) -> None:
+    store = FakeStore([row(1)])
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise error
+
+    store.pending_celery_jobs = broken  # type: ignore[method-assign]
+    bridge = Bridge(app, store, deployment="d")
+    with caplog.at_level(logging.DEBUG, logger="awa_beat.bridge"), \
+            pytest.raises(type(error)):
+        bridge.drain()
+    bridge.close()
+    assert actions(caplog.records) == []
+    assert bridge._failures == 0 and bridge.due()  # no backoff to wait out
+
+
+def test_a_broker_error_is_an_outage_retried_with_backoff(app: Any, caplog) -> None:
+    store = FakeStore([row(i, cron_name=f"s{i}") for i in range(3)])
+    bridge = Bridge(app, store, deployment="d")
+    bridge._publisher.open()
+    channel = bridge._publisher.channel
+    real_publish = channel.basic_publish
+
+    def dropped(*args: Any, **kwargs: Any) -> Any:
+        raise ConnectionResetError(104, "Connection reset by peer")
+
+    channel.basic_publish = dropped
+    with caplog.at_level(logging.DEBUG, logger="awa_beat.bridge"):
+        assert bridge.drain() == 0
+        assert not bridge.due()  # backing off
+        bridge._retry_at = 0
+        bridge._publisher.open()
+        bridge._publisher.channel.basic_publish = dropped
+        assert bridge.drain() == 0  # the same outage: not logged again
+        assert bridge._failures == 2
+        bridge._retry_at = 0
+        channel.basic_publish = real_publish
+        assert bridge.drain() == 3
+    bridge.close()
+    assert actions(caplog.records) == ["bridge.outage", "bridge.published",
+                                       "bridge.recovered"]
+    outage = next(r for r in caplog.records if getattr(r, "action", None) == "bridge.outage")
+    assert outage.levelno == logging.ERROR and "Connection reset by peer" in outage.error
+    assert len(store.published) == 3
+
+
+def test_a_job_celery_refuses_is_marked_failed(app: Any, caplog) -> None:
+    store = FakeStore([row(1, options={"serializer": "no-such-serializer"}),
+                       row(2, cron_name="other")])
+    bridge = Bridge(app, store, deployment="d")
+    with caplog.at_level(logging.INFO, logger="awa_beat.bridge"):
+        assert bridge.drain() == 1
+    bridge.close()
+    assert list(store.published) == [2]
+    assert store.failed[1].startswith("SerializerNotInstalled: ")
+    (refusal,) = [r for r in caplog.records if getattr(r, "action", None)]
+    assert refusal.action == "bridge.unpublishable"
+    assert (refusal.job_id, refusal.task, refusal.error) == (1, "proj.report", store.failed[1])
+
+
+def test_a_purge_is_bounded_and_spaced(app: Any) -> None:
+    store = FakeStore([])
+    bridge = Bridge(app, store, deployment="d", purge_every=60)
+    assert bridge.purge(max_batches=10) == 1000 + 1000 + 1
+    assert bridge.purge() == 0  # not before purge_every
+    assert bridge.next_wake() == 0  # pending, until a drain finds nothing
+    assert bridge.drain() == 0
+    assert bridge.next_wake() == bridge._next_purge
+    bridge.close()
