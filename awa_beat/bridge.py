@@ -42,6 +42,7 @@ from kombu.serialization import dumps, loads, registry
 
 from .amqp_publish import EncodedMessage, HeaderTable, coalesced_writes
 from .errors import StoreError, first_line
+from .fire_times import parse_iso
 from .store import Store
 
 logger = logging.getLogger("awa_beat.bridge")
@@ -594,5 +595,4 @@ class Bridge:
 def _parse_fire_time(text: str | None) -> datetime | None:
     if not text:
         return None
-    # Awa's text form: "YYYY-MM-DD HH:MM:SS+00".
-    return datetime.fromisoformat(text.replace("+00", "+00:00")).astimezone(UTC)
+    return parse_iso(text).astimezone(UTC)  # Awa's text form: "YYYY-MM-DD HH:MM:SS+00"
