@@ -101,7 +101,7 @@ def temporary_server() -> Iterator[str]:
             yield embedded_database_url(path)
         finally:
             if not release(path, STOP_TIMEOUT):
-                stop_server(path)  # the watcher is gone; the folder is about to be
+                stop_server(path)  # no watcher stopped it, and its folder goes next
 
 
 def _library() -> Any:
@@ -129,6 +129,18 @@ def _sibling(path: Path, suffix: str) -> Path:
 
 def _open_lock(path: Path) -> int:
     return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+
+
+def _try_lock(path: Path) -> int | None:
+    """The file's descriptor, locked exclusively, or None when another process holds it."""
+    assert fcntl is not None
+    fd = _open_lock(path)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
 
 
 def _join(path: Path) -> _Joined:
@@ -284,14 +296,10 @@ def _running_pid(path: Path) -> int | None:
 
 
 def _ensure_watcher(path: Path) -> None:
-    assert fcntl is not None
-    fd = _open_lock(_sibling(path, ".watcher"))
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    fd = _try_lock(_sibling(path, ".watcher"))
+    if fd is None:
         return  # one is watching
-    finally:
-        os.close(fd)
+    os.close(fd)
     # Its own session: a Ctrl-C in the terminal must not stop it before the users are gone.
     with open(_sibling(path, ".watcher.log"), "ab") as log:
         _watchers.append(subprocess.Popen(
@@ -320,10 +328,8 @@ def stop_server(path: Path, timeout: float = STOP_TIMEOUT) -> None:
 def _watch(path: Path) -> None:
     """The watcher: once every user of ``path`` has exited, stop its server."""
     assert fcntl is not None
-    watcher = _open_lock(_sibling(path, ".watcher"))
-    try:
-        fcntl.flock(watcher, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    watcher = _try_lock(_sibling(path, ".watcher"))
+    if watcher is None:
         return  # started twice: the other one watches
     users = _open_lock(_sibling(path, ".users"))
     fcntl.flock(users, fcntl.LOCK_EX)
