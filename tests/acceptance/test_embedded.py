@@ -134,4 +134,9 @@ def test_data_directory_of_another_major_version_is_left_alone(data_dir: Path) -
         embedded.embedded_database_url(data_dir)
     message = str(err.value)
     assert "\n" not in message and "PostgreSQL 16" in message and str(data_dir) in message
+    env = {k: v for k, v in os.environ.items() if k != "AWA_BEAT_DATABASE_URL"}
+    shown = subprocess.run([sys.executable, "-m", "examples.show_jobs"], cwd=ROOT, text=True,
+                           env={**env, embedded.DEFAULT_DIR_ENV: str(data_dir)},
+                           capture_output=True, timeout=60)
+    assert (shown.returncode, shown.stderr) == (1, f"error: {message}\n")
     assert sorted(p.name for p in data_dir.iterdir()) == ["PG_VERSION", "base"]
