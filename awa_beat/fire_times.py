@@ -68,6 +68,31 @@ _FIXED_ZONES = frozenset(
 _ETC_GMT = re.compile(r"Etc/GMT[+-]([0-9]|1[0-4])")
 
 
+# What 3.11's fromisoformat reads past the seconds and 3.10's does not: a fraction of any
+# length, "Z", and offsets without minutes or colon (PostgreSQL's and Awa's "+00").
+_ISO_TAIL = re.compile(
+    r"(?P<base>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2})?)(?P<frac>\.\d+)?"
+    r"(?P<zone>Z|[+-]\d{2}(?::?\d{2})?)?")
+
+
+def parse_iso(text: str) -> datetime:
+    """``datetime.fromisoformat`` as Python 3.11 has it, on 3.10 too, for the instants
+    Awa, PostgreSQL and the tests write: ``2026-12-03 09:00:18+00``,
+    ``1970-01-01T00:00:07.5Z``. The offset is kept as given."""
+    m = _ISO_TAIL.fullmatch(text)
+    if m is None:
+        return datetime.fromisoformat(text)
+    frac, zone = m["frac"] or "", m["zone"] or ""
+    if frac:
+        frac = frac[:7].ljust(7, "0")  # microseconds; 3.11 also truncates past six digits
+    if zone == "Z":
+        zone = "+00:00"
+    elif zone:
+        digits = zone[1:].replace(":", "")
+        zone = f"{zone[0]}{digits[:2]}:{digits[2:] or '00'}"
+    return datetime.fromisoformat(m["base"] + frac + zone)
+
+
 @runtime_checkable
 class Calendar(Protocol):
     """A set of fire instants, stepped through like croner's iterator."""

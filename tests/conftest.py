@@ -1,7 +1,7 @@
 """Shared fixtures: real PostgreSQL databases in both layouts awa-beat supports.
 
 The server comes from :func:`awa_beat.testing.server_url` (``AWA_BEAT_TEST_DATABASE_URL``,
-else 127.0.0.1:5432 when it answers, else an embedded pgserver). Every run creates fresh
+else 127.0.0.1:5432 when it answers, else an embedded one). Every run creates fresh
 databases of its own and drops them at the end.
 
 Two templates are built once per run: ``standalone`` (awa-beat's own schema) and ``awa``

@@ -19,6 +19,7 @@ from celery.utils.saferepr import saferepr
 from kombu import Producer
 from kombu.serialization import dumps, loads, registry
 
+from ..fire_times import parse_iso
 from .amqp import HeaderTable
 
 UTC = timezone.utc
@@ -93,8 +94,7 @@ def _saferepr(value: Any, maxlen: int, maxlevels: int) -> str:
 def _parse_fire_time(text: str | None) -> datetime | None:
     if not text:
         return None
-    # Awa's text form: "YYYY-MM-DD HH:MM:SS+00".
-    return datetime.fromisoformat(text.replace("+00", "+00:00")).astimezone(UTC)
+    return parse_iso(text).astimezone(UTC)  # Awa's text form: "YYYY-MM-DD HH:MM:SS+00"
 
 
 @dataclass

@@ -20,6 +20,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from awa_beat.fire_times import parse_iso
 from awa_beat.store import connect
 from awa_beat.testing import terminate, wait_for
 
@@ -132,7 +133,7 @@ def test_three_replicas_survive_kill_term_and_terminated_lock(beats: Beats,
     conn.close()
     keys = [(name, fire) for name, fire, _ in rows]
     assert len(keys) == len(set(keys)), "a fire was enqueued twice"
-    catch_up = sorted(datetime.fromisoformat(f) for n, f, _ in rows if n == "catch-up-3s")
+    catch_up = sorted(parse_iso(f) for n, f, _ in rows if n == "catch-up-3s")
     gaps = [b - a for a, b in itertools.pairwise(catch_up)]
     assert len(catch_up) >= 5 and all(g.total_seconds() == 3 for g in gaps), catch_up
 

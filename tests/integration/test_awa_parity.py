@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from awa_beat.cron import CronExpression, load_timezone
 from awa_beat.errors import InvalidCronExpression, InvalidTimezone
-from awa_beat.fire_times import Calendar, calendar_for, due_fires, fires_between
+from awa_beat.fire_times import Calendar, calendar_for, due_fires, fires_between, parse_iso
 from awa_beat.testing import awa_url
 from tests.unit.test_cron import ACCEPTED, REJECTED
 
@@ -93,7 +93,7 @@ def _initial(row: Row, now: datetime) -> datetime | None:
         return None
     if row.last.startswith("-"):
         return (now - timedelta(days=int(row.last[1:-1]))).replace(microsecond=0)
-    return datetime.fromisoformat(row.last.replace("Z", "+00:00"))
+    return parse_iso(row.last)
 
 
 def _expected(row: Row, calendar: Calendar, last: datetime | None, created: datetime,

@@ -26,6 +26,7 @@ from awa_beat.fire_times import (
     fires_between,
     interval_expression,
     next_fire_after,
+    parse_iso,
 )
 
 UTC = timezone.utc
@@ -35,7 +36,7 @@ SETTINGS = settings(
 
 
 def utc(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+    return parse_iso(text).astimezone(UTC)
 
 
 def take(calendar: Calendar, start: datetime, n: int) -> list[datetime]:
@@ -702,3 +703,20 @@ def test_next_fire_after_and_fires_between() -> None:
         utc("2026-01-01T00:20:00Z"),
         utc("2026-01-01T00:30:00Z"),
     ]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("2026-12-03 09:00:18+00", datetime(2026, 12, 3, 9, 0, 18, tzinfo=UTC)),
+    ("1970-01-01T00:00:07.5+00:00", datetime(1970, 1, 1, 0, 0, 7, 500000, tzinfo=UTC)),
+    ("2025-11-02T06:10:00Z", datetime(2025, 11, 2, 6, 10, tzinfo=UTC)),
+    ("2026-01-05 12:00:00.1234567-0530",
+     datetime(2026, 1, 5, 12, 0, 0, 123456, tzinfo=timezone(-timedelta(hours=5, minutes=30)))),
+    ("2026-01-05T12:00", datetime(2026, 1, 5, 12, 0)),
+    ("2026-01-05", datetime(2026, 1, 5)),
+])
+def test_parse_iso_reads_what_python_3_11_reads_on_every_python(text: str,
+                                                                 expected: datetime) -> None:
+    got = parse_iso(text)
+    assert got == expected and got.utcoffset() == expected.utcoffset()
+    with pytest.raises(ValueError):
+        parse_iso("2026-13-05 12:00:00+00")
