@@ -121,9 +121,9 @@ class Scheduler(beat.Scheduler):
                         make_outbox=self._outbox, hooks=self.hooks)
 
     def _outbox(self, store: Any) -> Any:
-        from .bridge import Bridge
+        from .bridge import Bridge, Dispatcher
 
-        return Bridge(self.app, store, deployment=self.settings.deployment)
+        return Dispatcher(Bridge(self.app, store, deployment=self.settings.deployment))
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
         """One step of the beat loop; returns seconds until the next step is needed."""

@@ -16,6 +16,8 @@ DATABASE_URL_ENV = "AWA_BEAT_DATABASE_URL"
 #: (4708303813012965710), which would shut Awa workers out of all their maintenance.
 DEFAULT_LOCK_KEY = int.from_bytes(b"AWA_BEAT", "big")
 AWA_MAIN_LOCK_KEY = 4708303813012965710
+#: Seconds after which the server drops the lock of a leader that stopped answering.
+DEFAULT_LOCK_TIMEOUT = 8.0
 
 
 def redact(dsn: str) -> str:
@@ -97,6 +99,9 @@ class Settings:
     default_timezone: str = "UTC"
     dispatch: str | None = None
     deployment: str = "default"
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT
+    startup_timeout: float = 300.0
+    """Seconds a beat started while the database is unreachable keeps retrying."""
 
     @classmethod
     def from_app(cls, conf: Any, environ: Mapping[str, str] | None = None,
@@ -131,6 +136,10 @@ class Settings:
             default_timezone=str(get("default_timezone") or app_timezone or "UTC"),
             dispatch=_choice(get("dispatch"), "dispatch", ("celery", "awa")),
             deployment=str(get("deployment") or app_name or "default"),
+            lock_timeout=_number(get("lock_timeout"), "lock_timeout", float,
+                                 defaults.lock_timeout, minimum=2, maximum=3600),
+            startup_timeout=_number(get("startup_timeout"), "startup_timeout", float,
+                                    defaults.startup_timeout, minimum=0),
         )
 
 

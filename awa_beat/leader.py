@@ -33,11 +33,11 @@ from contextlib import AbstractContextManager
 import psycopg
 import psycopg.sql
 
-from .config import AWA_MAIN_LOCK_KEY, DEFAULT_LOCK_KEY, redact
+from .config import AWA_MAIN_LOCK_KEY, DEFAULT_LOCK_KEY, DEFAULT_LOCK_TIMEOUT, redact
 from .errors import AwaBeatError, ConfigError, SessionLockUnsupported, StoreError, first_line
 from .logs import event
 from .sql import queries
-from .store import connect, process_identity, typed_error
+from .store import connect, keepalives, process_identity, typed_error
 
 logger = logging.getLogger(__name__)
 
@@ -47,20 +47,28 @@ class Leadership:
     """Holds (or waits for) the session advisory lock ``lock_key``."""
 
     def __init__(self, conninfo: str, lock_key: int = DEFAULT_LOCK_KEY, *,
-                 probe: Callable[[], AbstractContextManager[psycopg.Connection]] | None = None
-                 ) -> None:
+                 probe: Callable[[], AbstractContextManager[psycopg.Connection]] | None = None,
+                 lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> None:
         """``probe`` lends another connection to the same database for the check that
-        session locks hold (a pool's, say); without it, one is opened for the check."""
+        session locks hold (a pool's, say); without it, one is opened for the check.
+
+        ``lock_timeout``: seconds after which the server drops the lock's session of a
+        leader that stopped answering (a dead host, a silent partition), so that a
+        standby can take over; the leader's own side gives up on the server as fast."""
         if lock_key == AWA_MAIN_LOCK_KEY:
             raise ConfigError("awa_beat_lock_key must not be Awa's own lock key (AWA_MAIN)")
         self.conninfo = conninfo
         self.lock_key = lock_key
+        self.lock_timeout = lock_timeout
         self._probe = probe or (lambda: connect(self.conninfo, connect_timeout=5))
         self.identity = process_identity()
         self._conn: psycopg.Connection | None = None
         self._channel: str | None = None
         self.since: float | None = None
         """Monotonic time leadership was won, or None while following."""
+        self.backend_pid: int | None = None
+        """The server's pid of the lock's session while leading: what the outbox's fence
+        checks the lock against."""
 
     def __repr__(self) -> str:
         state = "leader" if self.is_leader else "follower"
@@ -79,7 +87,7 @@ class Leadership:
             row = conn.execute(queries["try_advisory_lock"], {"key": self.lock_key}).fetchone()
             if not (row and row[0]):
                 return False
-            self._check_session_lock(conn)
+            backend_pid = self._check_session_lock(conn)
         except SessionLockUnsupported:
             raise
         except (psycopg.Error, StoreError) as exc:
@@ -89,6 +97,7 @@ class Leadership:
                   first_line(exc), error=first_line(exc))
             return False
         self.since = time.monotonic()
+        self.backend_pid = backend_pid
         event(logger, logging.INFO, "leader.won", "beat: %s is now the leader (lock key %s)",
               self.identity, self.lock_key, identity=self.identity, lock_key=self.lock_key)
         return True
@@ -177,6 +186,7 @@ class Leadership:
 
     def _lose(self) -> None:
         self.since = None
+        self.backend_pid = None
         self._channel = None
         self._drop_connection()
 
@@ -188,10 +198,15 @@ class Leadership:
         no transaction open.
         """
         if self._conn is None or self._conn.closed:
+            probes = keepalives(self.lock_timeout)
             conn = connect(self.conninfo, connect_timeout=5,
-                           application_name=f"awa-beat leader {os.getpid()}")
+                           application_name=f"awa-beat leader {os.getpid()}", **probes)
             try:
-                conn.execute(queries["lock_session_keepalives"])
+                conn.execute(queries["lock_session_keepalives"], {
+                    "idle": str(probes["keepalives_idle"]),
+                    "interval": str(probes["keepalives_interval"]),
+                    "count": str(probes["keepalives_count"]),
+                    "user_timeout_ms": str(probes["tcp_user_timeout"])})
             except psycopg.Error as exc:
                 conn.close()
                 raise typed_error(exc, "cannot set up the lock session on "
@@ -205,7 +220,8 @@ class Leadership:
                 self._conn.close()
         self._conn = None
 
-    def _check_session_lock(self, conn: psycopg.Connection) -> None:
+    def _check_session_lock(self, conn: psycopg.Connection) -> int:
+        """Refuse a session where the lock would not hold; return the session's pid."""
         # Behind PgBouncer in transaction or statement pooling, the next statement may
         # run on another server session, where this lock is not held, and other clients
         # may run on ours: refuse to run. Two signs: our session changes between
@@ -223,3 +239,4 @@ class Leadership:
                 "PgBouncer in transaction or statement pooling? Point awa_beat_database_url "
                 "at PostgreSQL directly or at a session-pooling PgBouncer"
             )
+        return int(next(iter(pids)))

@@ -23,6 +23,7 @@ hooks), so the node's timing is tested in the unit tier against
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import random
 import time
@@ -34,9 +35,9 @@ from typing import Any, Protocol
 
 from .config import Settings, celery_dispatch_refused
 from .engine import Engine, EngineStore, utcnow
-from .errors import AwaBeatError, SchemaError, StoreError
+from .errors import AwaBeatError, DatabaseUnavailable, SchemaError, StoreError
 from .logs import event
-from .records import FireResult
+from .records import Fence, FireResult
 from .spec import ScheduleSpec
 from .store import SyncBatch
 
@@ -156,6 +157,8 @@ class LeadershipLike(Protocol):
 
     identity: str
     since: float | None
+    lock_key: int
+    backend_pid: int | None
 
     @property
     def is_leader(self) -> bool: ...
@@ -170,9 +173,12 @@ class LeadershipLike(Protocol):
 
 
 class Outbox(Protocol):
-    """What the node needs of :class:`awa_beat.bridge.Bridge`."""
+    """What the node needs of the dispatch bridge (:class:`awa_beat.bridge.Dispatcher`,
+    or a :class:`awa_beat.bridge.Bridge` driven from the loop itself)."""
 
     def wake(self) -> None: ...
+    def lead(self, fence: Fence) -> None: ...
+    def stand_down(self) -> None: ...
     def due(self) -> bool: ...
     def next_wake(self) -> float: ...
     def drain(self) -> int: ...
@@ -187,10 +193,11 @@ def _default_store(url: str, origin: str) -> NodeStore:
 
 
 def _default_leadership(url: str, lock_key: int,
-                        probe: Callable[[], AbstractContextManager[Any]]) -> LeadershipLike:
+                        probe: Callable[[], AbstractContextManager[Any]], *,
+                        lock_timeout: float) -> LeadershipLike:
     from .leader import Leadership
 
-    return Leadership(url, lock_key, probe=probe)
+    return Leadership(url, lock_key, probe=probe, lock_timeout=lock_timeout)
 
 
 def encode_batches(specs: Sequence[ScheduleSpec], deployment: str) -> list[SyncBatch]:
@@ -216,10 +223,10 @@ class BeatNode:
         clock: Callable[[], datetime] = utcnow,
         monotonic: Callable[[], float] = time.monotonic,
         make_store: Callable[[str, str], NodeStore] = _default_store,
-        make_leadership: Callable[[str, int, Callable[[], AbstractContextManager[Any]]],
-                                  LeadershipLike] = _default_leadership,
+        make_leadership: Callable[..., LeadershipLike] = _default_leadership,
         make_outbox: Callable[[NodeStore], Outbox] | None = None,
         hooks: NodeHooks | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         """``specs`` is the validated configuration; ``make_outbox`` builds the dispatch
         bridge when any job goes to Celery. With an injected ``clock`` the caller drives
@@ -236,6 +243,7 @@ class BeatNode:
         self._make_leadership = make_leadership
         self._make_outbox = make_outbox
         self.hooks = hooks or NodeHooks()
+        self._sleep = sleep
         self._batches = encode_batches(specs, settings.deployment)
         self._celery_entries = [s.name for s in specs if s.dispatch == "celery"]
         self.store: NodeStore | None = None
@@ -245,6 +253,7 @@ class BeatNode:
         self.timers = Timers.new()
         self._resync: list[SyncBatch] = []
         self._elected_once = False
+        self._leading = False
         self._outage = False
         self._started_at = datetime.now(timezone.utc)
 
@@ -256,13 +265,33 @@ class BeatNode:
     def open(self) -> BeatNode:
         """Connect, migrate if need be, refuse a layout the configuration cannot use,
         sync the whole configuration and get ready to fire. Closes what it opened if
-        anything (a signal included) interrupts it."""
-        try:
-            self._open()
-        except BaseException:
-            self.close()
-            raise
-        return self
+        anything (a signal included) interrupts it.
+
+        While the database cannot be reached, start-up is retried with back-off (1 s
+        doubling to 30 s), a log line each time, for up to ``startup_timeout`` seconds;
+        any other error (a configuration the database refuses) is raised at once.
+        """
+        give_up = self._monotonic() + self.settings.startup_timeout
+        for attempt in itertools.count(1):
+            try:
+                self._open()
+                return self
+            except DatabaseUnavailable as exc:
+                self.close()
+                delay = min(30.0, 2.0 ** (attempt - 1))
+                left = give_up - self._monotonic()
+                if left <= 0:
+                    raise
+                delay = min(delay, left)
+                event(logger, logging.WARNING, "startup.retry",
+                      "beat: database unreachable at start-up (%s); attempt %d failed, "
+                      "retrying in %.0f s (awa_beat_startup_timeout: %.0f s left)",
+                      exc, attempt, delay, left, error=str(exc), attempt=attempt)
+                self._sleep(delay)
+            except BaseException:
+                self.close()
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _open(self) -> None:
         settings = self.settings
@@ -271,7 +300,8 @@ class BeatNode:
         # that session locks hold with a connection of the pool: no connection is
         # opened for either alone.
         self.leadership = self._make_leadership(self.database_url, settings.lock_key,
-                                                store.connection)
+                                                store.connection,
+                                                lock_timeout=settings.lock_timeout)
         store.open(conn=self.leadership.connection())
         try:
             store.check_schema()  # needs no CREATE privilege once migrated
@@ -335,6 +365,8 @@ class BeatNode:
             # and the first fire should not wait for it.
             self._heartbeat(now)
         if not self.leadership.is_leader:
+            if self._leading:
+                self._lost()
             standing_by = self._stand_by(now)
             if standing_by is not None:
                 return standing_by
@@ -386,8 +418,19 @@ class BeatNode:
         self.timers.sync.set(now, self.settings.sync_interval)
         self.timers.heartbeat.expire()  # tell `awa-beat status` of the new leader now
         self._listen()  # before the refresh, so no change falls between the two
+        self._leading = True
         if self.outbox is not None:
-            self.outbox.wake()  # the last leader may have left jobs unpublished
+            # Publish only under this lock (the last leader may have left jobs
+            # unpublished: the outbox looks at once).
+            assert self.leadership is not None
+            self.outbox.lead(Fence(self.leadership.backend_pid or 0,
+                                   self.leadership.lock_key))
+
+    def _lost(self) -> None:
+        """Leadership ended (a failed ping or wait): publish nothing more."""
+        self._leading = False
+        if self.outbox is not None:
+            self.outbox.stand_down()
 
     def _resync_slice(self, now: float) -> None:
         """Re-assert the configuration every sync interval, one slice per tick, so that a

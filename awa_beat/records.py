@@ -95,3 +95,13 @@ class SyncResult:
     inserted: int
     updated: int
     unchanged: int
+
+
+@dataclass(frozen=True)
+class Fence:
+    """The lock a leader's outbox publishes under: the server's pid of the session that
+    holds ``lock_key``. Reads of jobs to publish return nothing once that session no
+    longer holds it."""
+
+    backend_pid: int
+    lock_key: int

@@ -30,6 +30,7 @@ from .config import redact
 from .errors import DatabaseUnavailable, NotFound, SchemaError, StoreError, first_line
 from .records import (
     CronState,
+    Fence,
     FiredJob,
     FireRequest,
     FireResult,
@@ -47,10 +48,19 @@ logger = logging.getLogger(__name__)
 
 #: Seconds to wait for a pooled connection before the operation fails (and is retried).
 POOL_TIMEOUT = 5.0
-#: TCP keepalives, so a silently dead peer is noticed after 10 s of silence and 3
-#: unanswered probes 5 s apart, not after the OS default of hours.
-KEEPALIVES = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5,
-              "keepalives_count": 3}
+def keepalives(timeout: float) -> dict[str, int]:
+    """libpq's TCP settings under which a peer that stopped answering is given up on
+    after about ``timeout`` seconds: idle probes for a quiet connection, a user timeout
+    for data the peer never acknowledges."""
+    step = max(1, round(timeout / 4))
+    return {"keepalives": 1, "keepalives_idle": step, "keepalives_interval": step,
+            "keepalives_count": 2, "tcp_user_timeout": int(timeout * 1000)}
+
+
+#: Seconds after which a pooled connection's silent peer is given up on: a statement
+#: sent into a partition fails instead of waiting for the OS's retransmissions (minutes).
+POOL_PEER_TIMEOUT = 30.0
+KEEPALIVES = keepalives(POOL_PEER_TIMEOUT)
 
 
 def process_identity() -> str:
@@ -370,15 +380,17 @@ class Store:
     # -- Celery dispatch bridge ------------------------------------------------------------
 
     def pending_celery_jobs(self, deployment: str, limit: int,
-                            after: tuple[str, int] = ("", 0)) -> list[dict[str, Any]]:
+                            after: tuple[str, int] = ("", 0), fence: Fence | None = None,
+                            ) -> list[dict[str, Any]]:
         """``deployment``'s jobs for Celery not yet accepted by the broker, in fire order,
         from the key after ``after``: the ``(fire_key, id)`` of the last job of the
-        previous page."""
+        previous page. With a ``fence``, none unless its session still holds the lock."""
         with self._conn() as conn, wrap_errors("reading unpublished jobs"):
             cur = conn.cursor(row_factory=dict_row)
-            return cur.execute(queries["pending_celery_jobs"],
-                               {"deployment": deployment, "limit": limit,
-                                "after_fire": after[0], "after_id": after[1]}).fetchall()
+            return cur.execute(queries["pending_celery_jobs"], {
+                "deployment": deployment, "limit": limit, "after_fire": after[0],
+                "after_id": after[1], "leader_pid": fence.backend_pid if fence else None,
+                "lock_key": fence.lock_key if fence else None}).fetchall()
 
     def mark_published(self, ids: Sequence[int], task_ids: Sequence[str]) -> int:
         with self._conn() as conn, wrap_errors("marking jobs published"):

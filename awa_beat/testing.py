@@ -370,6 +370,8 @@ class MemoryLeadership:
         self.since: float | None = None
         self.alive = True
         self.attempts = 0
+        self.lock_key = 0
+        self.backend_pid: int | None = None
 
     @property
     def is_leader(self) -> bool:
@@ -386,6 +388,7 @@ class MemoryLeadership:
             return False
         self.lock.holder = self
         self.since = self.monotonic()
+        self.backend_pid = id(self) % 100_000
         return True
 
     def ping(self) -> bool:
@@ -403,3 +406,4 @@ class MemoryLeadership:
         if self.lock.holder is self:
             self.lock.holder = None
         self.since = None
+        self.backend_pid = None

@@ -23,12 +23,15 @@ The modules, one concern each:
 * :mod:`.messages`: task ids, and the Celery message of a job row;
 * :mod:`.publisher`: the broker connection, publishing batches with confirms;
 * :mod:`.amqp`: cheaper property encoding and socket writes on py-amqp;
-* :mod:`.outbox`: :class:`Bridge`, draining the outbox, marking and purging.
+* :mod:`.outbox`: :class:`Bridge`, draining the outbox, marking and purging;
+* :mod:`.dispatcher`: :class:`Dispatcher`, the bridge on a thread of its own, so that
+  firing never waits on the broker.
 """
 
 from __future__ import annotations
 
+from .dispatcher import Dispatcher
 from .messages import Prepared, fire_task_id
 from .outbox import DEFAULT_RETENTION, Bridge
 
-__all__ = ["DEFAULT_RETENTION", "Bridge", "Prepared", "fire_task_id"]
+__all__ = ["DEFAULT_RETENTION", "Bridge", "Dispatcher", "Prepared", "fire_task_id"]

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import BrokerError, StoreError, first_line
 from ..logs import event
+from ..records import Fence
 from ..store import Store
 from .messages import MessageBuilder, Prepared
 from .publisher import Publisher
@@ -101,6 +102,8 @@ class Bridge:
         self._failures = 0
         self._retry_at = 0.0
         self._next_purge = 0.0
+        self._fence: Fence | None = None
+        self._deposed = False
 
     @property
     def pending(self) -> bool:
@@ -113,6 +116,22 @@ class Bridge:
         check): the next :meth:`due` says so."""
         self._pending = True
 
+    def lead(self, fence: Fence) -> None:
+        """Publish from now on only while ``fence``'s session holds the lock: what a node
+        calls when it wins. (A bridge never told is unfenced, for tests and tools.)"""
+        self._fence, self._deposed = fence, False
+        self.wake()
+
+    @property
+    def deposed(self) -> bool:
+        """Told to stand down and not told to lead again."""
+        return self._deposed
+
+    def stand_down(self) -> None:
+        """Publish nothing until :meth:`lead` again: the node lost (or may have lost)
+        its lock."""
+        self._deposed = True
+
     def close(self) -> None:
         self._publisher.close()
         self._marker.stop()
@@ -121,7 +140,7 @@ class Bridge:
     # -- the loop's entry point --------------------------------------------------------------
 
     def due(self) -> bool:
-        return self._pending and time.monotonic() >= self._retry_at
+        return self._pending and not self._deposed and time.monotonic() >= self._retry_at
 
     def next_wake(self) -> float:
         """Monotonic time by which the loop should call :meth:`drain` or :meth:`purge`."""
@@ -140,7 +159,7 @@ class Bridge:
         outage and retried with backoff (1 s doubling to 30 s); database errors
         (:class:`StoreError`) and anything else propagate to the caller.
         """
-        if time.monotonic() < self._retry_at:
+        if self._deposed or time.monotonic() < self._retry_at:
             return 0
         published = 0
         deadline = time.monotonic() + self.budget
@@ -150,10 +169,13 @@ class Bridge:
         resumed = self._resume_after != _START
         after, self._resume_after = self._resume_after, _START
         self._marks = []
+        jobs: list[dict[str, Any]] = []
         try:
             while True:
+                if self._deposed:
+                    break  # told mid-drain that the lock may be gone
                 jobs = self.store.pending_celery_jobs(self.deployment, self.batch_size,
-                                                      after=after)
+                                                      after=after, fence=self._fence)
                 if jobs:
                     after = (jobs[-1]["fire_key"], jobs[-1]["id"])
                 batch = self._prepare_batch(jobs)

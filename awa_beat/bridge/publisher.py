@@ -61,6 +61,13 @@ class Publisher:
         if self.conn is not None:
             return
         conn = self.app.connection_for_write()
+        if conn.transport.driver_type == "amqp":
+            # A broker that accepts the connection, then reads nothing, must not hold a
+            # write forever: py-amqp gives up on a socket write after this many seconds.
+            conn.release()
+            conn = self.app.connection_for_write(transport_options={
+                **(self.app.conf.broker_transport_options or {}),
+                "write_timeout": self.confirm_timeout})
         self._broker_errors = (*conn.connection_errors, *conn.channel_errors, OSError,
                                OperationalError)
         with self._on_broker():

@@ -43,9 +43,13 @@ SELECT set_config('TimeZone', 'UTC', false),
        set_config('awa_beat.origin', %(origin)s, false);
 
 -- lock_session_keepalives --
--- If the leader's host vanishes, the server drops the lock's session, and with it the
--- lock, after these keepalives instead of the OS default of hours.
-SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3;
+-- If the leader's host vanishes or is cut off, the server drops the lock's session, and
+-- with it the lock, within the lock timeout instead of the OS default of hours: idle
+-- probes for a quiet session, a user timeout for data the leader never acknowledges.
+SELECT set_config('tcp_keepalives_idle', %(idle)s, false),
+       set_config('tcp_keepalives_interval', %(interval)s, false),
+       set_config('tcp_keepalives_count', %(count)s, false),
+       set_config('tcp_user_timeout', %(user_timeout_ms)s, false);
 
 -- try_advisory_lock --
 SELECT pg_try_advisory_lock(%(key)s);
@@ -335,6 +339,12 @@ SELECT id, kind, args::text AS args, (metadata -> 'celery' -> 'options')::text A
  WHERE state = 'available' AND (metadata -> 'celery' ->> 'dispatch') = 'celery'
    AND (metadata -> 'celery' ->> 'deployment') = %(deployment)s
    AND (coalesce(metadata ->> 'cron_fire_time', ''), id) > (%(after_fire)s::text, %(after_id)s::bigint)
+   -- The fence: with a leader's lock session given, only while that session still holds
+   -- the lock, so that a deposed leader which has not noticed yet reads nothing to send.
+   AND (%(leader_pid)s::int IS NULL OR EXISTS (
+        SELECT FROM pg_locks
+         WHERE locktype = 'advisory' AND granted AND pid = %(leader_pid)s::int
+           AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = %(lock_key)s::bigint))
  ORDER BY coalesce(metadata ->> 'cron_fire_time', ''), id
  LIMIT %(limit)s;
 

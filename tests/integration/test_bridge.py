@@ -21,7 +21,7 @@ from awa_beat.bridge.messages import MessageBuilder
 from awa_beat.records import FireRequest
 from awa_beat.spec import spec_from_entry
 from awa_beat.store import Store, connect
-from awa_beat.testing import actions
+from awa_beat.testing import actions, wait_for
 from tests.apps import celery_app
 from tests.brokers import BROKERS, broker_conf
 
@@ -436,3 +436,30 @@ def test_a_job_celery_cannot_build_is_marked_failed_and_the_rest_published(
     assert rows == {"bad": "failed", "good": "completed"}
     assert refusal.job_id and error == refusal.error
     assert len(consume(app, queue, 1)) == 1
+
+
+def test_the_fence_reads_nothing_once_the_leaders_lock_session_is_gone(
+        standalone: Store) -> None:
+    from awa_beat.leader import Leadership
+    from awa_beat.records import Fence
+
+    app = celery_app("fence")
+    register(standalone, app, {"s": {"task": "t.s", "schedule": 60}})
+    fire(standalone, ["s"])
+    leader = Leadership(standalone.conninfo, 4242)
+    other = Leadership(standalone.conninfo, 4242)
+    try:
+        assert leader.try_acquire() and leader.backend_pid is not None
+        fence = Fence(leader.backend_pid, 4242)
+        assert len(standalone.pending_celery_jobs("bt", 10, fence=fence)) == 1
+        assert standalone.pending_celery_jobs("bt", 10, fence=Fence(fence.backend_pid, 1)) == []
+        c = connect(standalone.conninfo)
+        c.execute("SELECT pg_terminate_backend(%s)", (leader.backend_pid,))
+        wait_for(other.try_acquire, 10, "the lock to be free")  # the leader has not noticed
+        assert standalone.pending_celery_jobs("bt", 10, fence=fence) == []
+        assert len(standalone.pending_celery_jobs(
+            "bt", 10, fence=Fence(other.backend_pid or 0, 4242))) == 1
+        c.close()
+    finally:
+        leader.resign()
+        other.resign()

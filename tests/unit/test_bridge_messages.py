@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+import time
 import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 
-from awa_beat.bridge import Bridge, fire_task_id
+from awa_beat.bridge import Bridge, Dispatcher, fire_task_id
 from awa_beat.bridge import messages as m
 from awa_beat.bridge.messages import MessageBuilder, _call, _parse_fire_time, _Plan
 from awa_beat.errors import DatabaseUnavailable
-from awa_beat.testing import actions
+from awa_beat.records import Fence
+from awa_beat.testing import actions, wait_for
 from tests.apps import celery_app
 
 UTC = timezone.utc
@@ -169,12 +172,17 @@ class FakeStore:
 
     def __init__(self, rows: list[dict[str, Any]]) -> None:
         self.rows = {r["id"]: r for r in rows}
+        self.lock: Any = None
+        """The Fence whose session holds the lock now."""
         self.published: dict[int, str] = {}
         self.failed: dict[int, str] = {}
         self.purges = 0
 
     def pending_celery_jobs(self, deployment: str, limit: int,
-                            after: tuple[str, int] = ("", 0)) -> list[dict[str, Any]]:
+                            after: tuple[str, int] = ("", 0),
+                            fence: Any = None) -> list[dict[str, Any]]:
+        if fence is not None and fence != self.lock:
+            return []  # the fence: that session no longer holds the lock
         pending = sorted((r for r in self.rows.values()
                           if r["id"] not in self.published and r["id"] not in self.failed
                           and (r["fire_key"], r["id"]) > after),
@@ -286,3 +294,115 @@ def test_a_purge_is_bounded_and_spaced(app: Any) -> None:
     assert bridge.drain() == 0
     assert bridge.next_wake() == bridge._next_purge
     bridge.close()
+
+
+def test_a_bridge_told_to_stand_down_publishes_nothing_until_it_leads_again(app: Any) -> None:
+    store = FakeStore([row(i, cron_name=f"s{i}") for i in range(3)])
+    bridge = Bridge(app, store, deployment="d")
+    mine = Fence(backend_pid=41, lock_key=7)
+    store.lock = mine
+    bridge.lead(mine)
+    bridge.stand_down()
+    assert not bridge.due() and bridge.drain() == 0 and store.published == {}
+    bridge.lead(mine)
+    assert bridge.drain() == 3
+    bridge.close()
+
+
+def test_the_fence_keeps_a_leader_that_has_not_noticed_its_loss_from_publishing(
+        app: Any) -> None:
+    store = FakeStore([row(i, cron_name=f"s{i}") for i in range(3)])
+    bridge = Bridge(app, store, deployment="d")
+    bridge.lead(Fence(backend_pid=41, lock_key=7))
+    store.lock = Fence(backend_pid=99, lock_key=7)  # another session holds the lock now
+    assert bridge.drain() == 0 and store.published == {}
+    bridge.close()
+
+
+class BlockingBridge:
+    """A Bridge whose drain blocks on the 'broker' until released, or raises."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.error: BaseException | None = None
+        self.pending = False
+        self.deposed = False
+        self.drains = 0
+        self.closed = False
+
+    def wake(self) -> None:
+        self.pending = True
+
+    def lead(self, fence: Fence) -> None:
+        self.deposed = False
+
+    def stand_down(self) -> None:
+        self.deposed = True
+
+    def due(self) -> bool:
+        return self.pending and not self.deposed
+
+    def next_wake(self) -> float:
+        return float("inf")
+
+    def drain(self) -> int:
+        self.drains += 1
+        self.entered.set()
+        if self.error is not None:
+            raise self.error
+        self.release.wait(10)
+        self.pending = False
+        return 1
+
+    def purge(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_the_dispatcher_drains_on_its_own_thread_while_the_loop_goes_on() -> None:
+    bridge = BlockingBridge()
+    dispatcher = Dispatcher(bridge)  # type: ignore[arg-type]
+    try:
+        dispatcher.wake()
+        assert bridge.entered.wait(5), "the thread never drained"
+        # The drain is stuck on the broker; the loop's calls return at once.
+        started = time.monotonic()
+        dispatcher.wake()
+        assert not dispatcher.due() and dispatcher.drain() == 0
+        assert time.monotonic() - started < 0.5
+        bridge.release.set()
+        wait_for(lambda: not bridge.pending, 5, "the drain to finish")
+    finally:
+        bridge.release.set()
+        dispatcher.close()
+    assert bridge.closed
+
+
+def test_a_bug_on_the_dispatch_thread_is_raised_on_the_loops_next_step() -> None:
+    bridge = BlockingBridge()
+    bridge.error = TypeError("a bug")
+    dispatcher = Dispatcher(bridge)  # type: ignore[arg-type]
+    dispatcher.wake()
+    wait_for(dispatcher.due, 5, "the error to reach the loop")
+    with pytest.raises(TypeError, match="a bug"):
+        dispatcher.drain()
+    dispatcher.close()
+
+
+def test_a_database_error_on_the_dispatch_thread_is_reported_once_and_retried(
+        caplog: pytest.LogCaptureFixture) -> None:
+    bridge = BlockingBridge()
+    bridge.error = DatabaseUnavailable("no database connection: refused")
+    caplog.set_level(logging.INFO, logger="awa_beat")
+    dispatcher = Dispatcher(bridge)  # type: ignore[arg-type]
+    dispatcher.wake()
+    wait_for(lambda: bridge.drains >= 2, 5, "a second attempt")
+    bridge.error = None
+    bridge.release.set()
+    wait_for(lambda: "bridge.database_recovered" in actions(caplog.records), 5, "recovery")
+    dispatcher.close()
+    assert actions(caplog.records).count("bridge.database_outage") == 1
+    assert not dispatcher.due()

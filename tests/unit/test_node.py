@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from awa_beat.config import Settings
-from awa_beat.errors import ConfigError
+from awa_beat.errors import ConfigError, DatabaseUnavailable
 from awa_beat.node import HEARTBEAT_INTERVAL, BeatNode, NodeHooks
-from awa_beat.records import FireResult
+from awa_beat.records import Fence, FireResult
 from awa_beat.spec import specs_from_beat_schedule
 from awa_beat.testing import FakeClock, MemoryLeadership, MemoryLock, MemoryStore, actions
 
@@ -31,11 +31,12 @@ class Cluster:
         self.leaderships: dict[str, MemoryLeadership] = {}
 
     def node(self, identity: str, entries: dict[str, Any], *, dispatch: str | None = None,
-             outbox: Any = None, hooks: NodeHooks | None = None, **settings: Any) -> BeatNode:
+             outbox: Any = None, hooks: NodeHooks | None = None, sleep: Any = None,
+             **settings: Any) -> BeatNode:
         conf = Settings(deployment="d", dispatch=dispatch, **settings)
         specs = specs_from_beat_schedule(entries, default_dispatch=dispatch or "awa")
 
-        def leadership(url: str, key: int, probe: Any) -> MemoryLeadership:
+        def leadership(url: str, key: int, probe: Any, **_: Any) -> MemoryLeadership:
             self.leaderships[identity] = MemoryLeadership(self.lock, IDS[identity],
                                                           self.clock.monotonic)
             return self.leaderships[identity]
@@ -45,7 +46,10 @@ class Cluster:
                         make_store=lambda url, origin: self.store,
                         make_leadership=leadership,
                         make_outbox=(lambda store: outbox) if outbox is not None else None,
-                        hooks=hooks)
+                        hooks=hooks, sleep=sleep or self.sleep)
+
+    def sleep(self, seconds: float) -> None:
+        self.clock.advance(seconds=seconds)
 
     def run(self, nodes: list[BeatNode], seconds: float) -> None:
         """Tick every open node and sleep what they ask (at least 1 ms) until
@@ -189,10 +193,19 @@ class RecordingOutbox:
         self.pending = False
         self.wakes = self.drains = 0
         self.closed = False
+        self.fence: Fence | None = None
+        self.deposed = False
 
     def wake(self) -> None:
         self.wakes += 1
         self.pending = True
+
+    def lead(self, fence: Fence) -> None:
+        self.fence, self.deposed = fence, False
+        self.wake()
+
+    def stand_down(self) -> None:
+        self.deposed = True
 
     def due(self) -> bool:
         return self.pending
@@ -237,3 +250,41 @@ def test_celery_dispatch_on_awas_layout_is_refused_and_nothing_stays_open(
         node.open()
     assert node.closed and not cluster.store.opened and cluster.lock.holder is None
     assert cluster.store.rows == {}  # refused before anything was written
+
+
+def test_start_up_waits_for_the_database_with_back_off(
+        clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
+    cluster = Cluster(clock)
+    cluster.store.down = "connection refused"
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock.advance(seconds=seconds)
+        if len(slept) == 4:
+            cluster.store.down = None  # the database is back
+
+    caplog.set_level(logging.WARNING, logger="awa_beat")
+    node = cluster.node("a", EVERY_5S, sleep=sleep).open()
+    assert slept == [1.0, 2.0, 4.0, 8.0]
+    assert actions(caplog.records) == ["startup.retry"] * 4
+    assert set(cluster.store.rows) == {"five"} and not node.closed
+    node.close()
+
+
+def test_start_up_gives_up_after_the_startup_timeout(clock: FakeClock) -> None:
+    cluster = Cluster(clock)
+    cluster.store.down = "connection refused"
+    node = cluster.node("a", EVERY_5S, startup_timeout=20)
+    with pytest.raises(DatabaseUnavailable, match="connection refused"):
+        node.open()
+    assert clock.now - T0 == timedelta(seconds=20)  # 1 + 2 + 4 + 8, then the 5 s left
+    assert node.closed
+
+
+def test_a_configuration_the_database_refuses_is_not_retried(clock: FakeClock) -> None:
+    cluster = Cluster(clock, awa_owned=True)
+    node = cluster.node("a", EVERY_5S, dispatch="celery", outbox=RecordingOutbox(),
+                        sleep=lambda s: pytest.fail("retried a configuration error"))
+    with pytest.raises(ConfigError):
+        node.open()

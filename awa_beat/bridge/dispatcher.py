@@ -1,0 +1,124 @@
+"""The bridge on a thread of its own, so that firing never waits on the broker.
+
+A broker that refuses, resets or silently hangs costs the beat loop nothing: the loop
+fires into ``awa.jobs`` on time and only wakes the dispatcher, which drains the outbox
+(:class:`~awa_beat.bridge.outbox.Bridge`) on its own thread, backing off while the
+broker is away and publishing the backlog in fire order once it is back. Every wait the
+dispatcher makes on the broker has a deadline (connect, socket writes, confirms), so
+it is never stuck for good either.
+
+To the node, a :class:`Dispatcher` is an outbox whose steps all happen elsewhere: its
+``due()`` is always false and ``drain()`` only hands back an error the thread met that
+is neither the broker's nor the database's (a bug), so that it stops beat as loudly as
+it would have on the loop's own thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from ..errors import StoreError
+from ..logs import event
+from ..records import Fence
+from .outbox import Bridge
+
+logger = logging.getLogger(__name__)
+
+#: Longest the thread sleeps with nothing to do (a backstop for a lost wake-up).
+IDLE_WAIT = 5.0
+#: Pause after a database error before the thread tries again.
+DATABASE_RETRY = 1.0
+#: Seconds close() waits for a drain under way to finish marking what was published.
+CLOSE_WAIT = 5.0
+
+
+class Dispatcher:
+    """Runs a :class:`Bridge` on a daemon thread; the node's outbox."""
+
+    def __init__(self, bridge: Bridge) -> None:
+        self.bridge = bridge
+        self._wake = threading.Event()
+        self._stop = False
+        self._error: BaseException | None = None
+        self._outage = False
+        self._thread = threading.Thread(target=self._run, name="awa-beat-dispatch",
+                                        daemon=True)
+        self._thread.start()
+
+    # -- the node's side ---------------------------------------------------------------
+
+    def wake(self) -> None:
+        """There may be jobs to publish."""
+        self._wake.set()
+
+    def lead(self, fence: Fence) -> None:
+        self.bridge.lead(fence)
+        self._wake.set()
+
+    def stand_down(self) -> None:
+        self.bridge.stand_down()
+
+    def due(self) -> bool:
+        """Only when the thread stopped on an error for the loop to raise: the thread
+        drains, the loop never waits on the broker."""
+        return self._error is not None
+
+    def next_wake(self) -> float:
+        return float("inf")
+
+    def drain(self) -> int:
+        """Raise what stopped the thread, if anything did (a bug: see the module)."""
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        return 0
+
+    def purge(self) -> int:
+        return 0  # the thread purges
+
+    def close(self) -> None:
+        """Stop the thread and close the bridge. Safe from a signal handler: it sets a
+        flag and an event and waits a bounded time."""
+        self._stop = True
+        self._wake.set()
+        self.bridge.stand_down()
+        if self._thread is not threading.current_thread():
+            self._thread.join(CLOSE_WAIT)
+        self.bridge.close()
+
+    # -- the thread --------------------------------------------------------------------
+
+    def _run(self) -> None:
+        bridge = self.bridge
+        while not self._stop:
+            timeout = IDLE_WAIT if bridge.deposed else min(
+                IDLE_WAIT, max(0.0, bridge.next_wake() - time.monotonic()))
+            if not bridge.due():
+                self._wake.wait(timeout)
+            self._wake.clear()
+            if self._stop:
+                break
+            bridge.wake()  # whatever set the event (or the backstop) meant: look again
+            try:
+                while bridge.due() and not self._stop:
+                    bridge.drain()
+                bridge.purge()
+            except StoreError as exc:
+                if self._stop:
+                    break
+                if not self._outage:
+                    event(logger, logging.ERROR, "bridge.database_outage",
+                          "bridge: database error, retrying: %s", exc, error=str(exc))
+                    self._outage = True
+                self._wake.wait(DATABASE_RETRY)
+                continue
+            except BaseException as exc:
+                if not self._stop:
+                    self._error = exc  # raised on the loop's thread at its next step
+                return
+            if self._outage:
+                event(logger, logging.INFO, "bridge.database_recovered",
+                      "bridge: database reachable again")
+                self._outage = False
