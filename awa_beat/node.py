@@ -319,15 +319,18 @@ class BeatNode:
                              clock=self.clock, on_fired=self._on_fired)
 
     def close(self) -> None:
-        """Resign, say goodbye in the heartbeat table, close the outbox and the store;
-        idempotent."""
+        """Close the outbox, resign, say goodbye in the heartbeat table, close the
+        store; idempotent."""
+        if self.outbox is not None:
+            # Before resigning: a batch on its way is confirmed and marked first (within
+            # the outbox's bound), so the next leader does not publish it again.
+            self.outbox.close()
+            self.outbox = None
         if self.leadership is not None:
-            self.leadership.resign()  # first: a standby may take over right away
+            self.leadership.resign()  # then at once: a standby may take over
         if self.store is not None and self.leadership is not None:
             with contextlib.suppress(AwaBeatError):
                 self.store.beat_gone(self.leadership.identity)
-        if self.outbox is not None:
-            self.outbox.close()
         if self.store is not None:
             self.store.close()
             self.store = None

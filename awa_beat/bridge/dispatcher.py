@@ -79,8 +79,9 @@ class Dispatcher:
         return 0  # the thread purges
 
     def close(self) -> None:
-        """Stop the thread and close the bridge. Safe from a signal handler: it sets a
-        flag and an event and waits a bounded time."""
+        """Stop the thread once the batch under way is confirmed and marked (at most
+        CLOSE_WAIT seconds: a hung broker's socket is then closed under it), and close
+        the bridge. Safe from a signal handler: flags, an event, a bounded join."""
         self._stop = True
         self._wake.set()
         self.bridge.stand_down()

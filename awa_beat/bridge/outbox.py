@@ -234,7 +234,9 @@ class Bridge:
 
     def _confirmed(self, batch: list[Prepared], mark: int) -> int:
         """Wait for the broker to accept ``batch``, then have it marked published."""
-        self._publisher.wait(mark, cancelled=lambda: self._deposed)
+        # Not cut short by stand_down(): a batch on its way is better confirmed and
+        # marked, or the next leader publishes it again.
+        self._publisher.wait(mark)
         event(logger, logging.DEBUG, "bridge.published",
               "bridge: the broker accepted %d message(s)", len(batch), count=len(batch))
         self._marks.append(self._marker.submit([m.job_id for m in batch],
@@ -256,7 +258,7 @@ class Bridge:
     def _broker_failed(self, exc: BrokerError) -> None:
         self._publisher.close()
         if self._deposed:
-            return  # stood down (or closing) mid-publish: no outage, nothing to retry
+            return  # closed under a drain (beat is stopping): no outage to report
         if self._failures == 0:
             event(logger, logging.ERROR, "bridge.outage",
                   "bridge: cannot publish to the broker (%s); jobs keep firing into "

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import amqp
@@ -154,10 +154,9 @@ class Publisher:
                 channel.basic_publish(message, exchange=m.exchange,
                                       routing_key=m.routing_key)
 
-    def wait(self, mark: int, cancelled: Callable[[], bool] = lambda: False) -> None:
+    def wait(self, mark: int) -> None:
         """Return once the broker confirmed every message sent up to ``mark``; a
-        :class:`BrokerError` after ``confirm_timeout``, or within a second of
-        ``cancelled()`` turning true."""
+        :class:`BrokerError` after ``confirm_timeout``."""
         if not self.confirms:
             return  # a returned publish was an accepted one
         assert self.conn is not None
@@ -168,8 +167,6 @@ class Publisher:
                 if left <= 0:
                     raise BrokerError(f"the broker did not confirm {mark - self._confirmed} "
                                       f"message(s) within {self.confirm_timeout:g} s")
-                if cancelled():
-                    raise BrokerError("stopped while waiting for the broker's confirms")
                 try:
                     self.conn.drain_events(timeout=min(left, 1.0))
                 except TimeoutError:

@@ -306,9 +306,9 @@ def celery_stop_handler(service: Any) -> Iterator[None]:
 
 def test_sigterm_while_beat_waits_for_the_broker_stops_beat(databases, monkeypatch,
                                                             caplog) -> None:
-    """Celery's own SIGTERM handler, run while the bridge waits for RabbitMQ's confirms:
-    beat stops at once, resigned and closed, instead of taking the sockets closed under
-    it for a broker outage and running on, closed, for good."""
+    """Celery's own SIGTERM handler, run while the bridge (on its thread) waits for
+    RabbitMQ's confirms: beat stops at once, resigned and closed, and the bridge takes
+    nothing for a broker outage."""
     import signal
     import threading
 
@@ -329,7 +329,7 @@ def test_sigterm_while_beat_waits_for_the_broker_stops_beat(databases, monkeypat
     read_frame = amqp.transport._AbstractTransport.read_frame
 
     def signal_mid_read(transport: Any, *args: Any, **kwargs: Any) -> Any:
-        publisher = scheduler.node.outbox._publisher
+        publisher = scheduler.node.outbox.bridge._publisher
         if not signalled and publisher._tag > publisher._confirmed:  # confirms awaited
             signalled.append(True)
             os.kill(os.getpid(), signal.SIGTERM)  # its handler runs inside this read
