@@ -11,7 +11,7 @@ import pytest
 
 from awa_beat.errors import NotFound
 from awa_beat.leader import Leadership
-from awa_beat.operations import Check, Operations, UpcomingFire, diagnose, whoami
+from awa_beat.operations import Check, Operations, UpcomingFire, diagnose, utcnow, whoami
 from awa_beat.store import Store
 from awa_beat.testing import FakeClock
 
@@ -128,9 +128,12 @@ def test_status_leaders_standbys_and_backlog(ops: Operations, db_url: str,
 
 
 def test_checks_as_data(ops: Operations, conn) -> None:
+    ops.clock = utcnow  # the fixture's clock is months off the database's
     checks = list(ops.checks())
-    assert all(c.ok for c in checks), checks
+    assert len(checks) == 7  # reachable, schema, locks, clock skew, tz data, rows, orphans
     assert checks[0].what.startswith("database reachable")
+    assert [c.what for c in checks if not c.ok] == [
+        "1 stored schedule(s) no longer in beat_schedule"]
     conn.execute("INSERT INTO awa.cron_jobs (name, cron_expr, kind) "
                  "VALUES ('bad', '@midnight', 'k')")
     ops.clock = FakeClock(datetime.now(UTC) + timedelta(minutes=5))
