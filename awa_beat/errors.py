@@ -41,6 +41,11 @@ class ConfigError(AwaBeatError):
     """A configuration value is missing or invalid."""
 
 
+class NoDatabase(ConfigError):
+    """No database is configured and no embedded one was started here: a usage error of
+    the operator commands (exit code 2), not a failure."""
+
+
 class StoreError(AwaBeatError):
     """The database refused or failed an operation.
 

@@ -36,6 +36,7 @@ __all__ = [
     "IntervalCalendar",
     "calendar_for",
     "due_fires",
+    "every_seconds",
     "fires_between",
     "interval_expression",
     "next_fire_after",
@@ -271,6 +272,13 @@ def interval_expression(seconds: int) -> str:
     return f"@every {seconds}s"
 
 
+def every_seconds(cron_expr: str) -> int | None:
+    """The ``n`` of an ``@every {n}s`` marker (see :func:`interval_expression`), or
+    ``None`` when ``cron_expr`` is not one."""
+    match = _EVERY.fullmatch(cron_expr) if isinstance(cron_expr, str) else None
+    return int(match.group(1)) if match is not None else None
+
+
 def calendar_for(cron_expr: str, timezone: str) -> Calendar:
     """The calendar stored in a ``cron_expr`` / ``timezone`` pair: either ``@every {n}s`` or
     an Awa cron expression. Raises :class:`InvalidCronExpression` or
@@ -283,9 +291,9 @@ def _calendar_for(cron_expr: str, timezone: str) -> Calendar:
     tz = load_timezone(timezone)
     if not isinstance(cron_expr, str):
         raise InvalidCronExpression(f"a cron expression must be text, not {cron_expr!r}")
-    match = _EVERY.fullmatch(cron_expr)
-    if match is not None:
-        return IntervalCalendar(int(match.group(1)))
+    seconds = every_seconds(cron_expr)
+    if seconds is not None:
+        return IntervalCalendar(seconds)
     return CronCalendar(CronExpression.parse(cron_expr), tz)
 
 

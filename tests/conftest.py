@@ -59,6 +59,19 @@ def empty_db_url(databases: TempDatabases) -> str:
 
 
 @pytest.fixture
+def report_url(db_url: str) -> str:
+    """The test database with one schedule, ``report`` (weekdays at 09:00 in Paris),
+    registered by deployment ``proj``."""
+    with Store(db_url) as store:
+        store.sync([{
+            "name": "report", "cron_expr": "0 9 * * 1-5", "timezone": "Europe/Paris",
+            "kind": "t.report", "queue": "default", "args": {"args": [], "kwargs": {}},
+            "priority": 2, "max_attempts": 25, "tags": [], "metadata": {},
+            "missed_fire_policy": "coalesce"}], deployment="proj")
+    return db_url
+
+
+@pytest.fixture
 def store(db_url: str) -> Iterator[Store]:
     with Store(db_url) as store:
         yield store

@@ -1,0 +1,38 @@
+"""``awa-beat status``: the leader, the standbys and the bridge's backlog."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from .context import database_url_option, friendly_errors, json_option, operations
+from .format import beat_json, fmt
+
+
+@click.command()
+@database_url_option
+@json_option
+@friendly_errors
+def status(database_url: str | None, as_json: bool) -> None:
+    """The current leader, the standbys seen recently, the last pass lag, the backlog."""
+    with operations(database_url) as ops:
+        cluster = ops.status()
+    if as_json:
+        click.echo(json.dumps({
+            "leaders": [beat_json(b) for b in cluster.leaders],
+            "standbys": [beat_json(b) for b in cluster.standbys],
+            "unpublished_backlog": cluster.backlog}, indent=2))
+        return
+    if not cluster.leaders:
+        click.echo("leader: NONE (no beat holds the lock; is any running?)")
+    for b in cluster.leaders:
+        lag = f"{b.last_lag_ms:.0f} ms" if b.last_lag_ms is not None else "-"
+        click.echo(f"leader: {b.host} pid {b.pid} (deployment {b.deployment}, "
+                   f"lock key {b.lock_key}), leading since {fmt(b.leader_since)} UTC, "
+                   f"last pass lag {lag}")
+    click.echo(f"standbys seen in the last minute: {len(cluster.standbys)}")
+    for b in cluster.standbys:
+        click.echo(f"  {b.host} pid {b.pid} (deployment {b.deployment}), "
+                   f"seen {b.age.total_seconds():.0f} s ago")
+    click.echo(f"unpublished Celery jobs (bridge backlog): {cluster.backlog}")

@@ -1,0 +1,81 @@
+"""How the commands print: aligned tables, times in UTC or a schedule's zone, and the
+JSON shapes of ``--json`` (stable: scripts read them)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from ..cron import load_timezone
+from ..errors import AwaBeatError
+from ..operations import BeatView, Check, JobRecord, ScheduleView
+
+
+def iso(value: datetime | None) -> str | None:
+    """An instant in ISO 8601, in UTC (None stays None)."""
+    return value.astimezone(timezone.utc).isoformat() if value else None
+
+
+def fmt(value: datetime | None, zone: str | None = None) -> str:
+    """An instant for a table: ``YYYY-MM-DD HH:MM:SS`` in UTC, or in ``zone`` with its
+    abbreviation; ``-`` when there is none (or the zone is unknown)."""
+    if value is None:
+        return "-"
+    if zone:
+        try:
+            return value.astimezone(load_timezone(zone)).strftime("%Y-%m-%d %H:%M:%S %Z")
+        except AwaBeatError:
+            return "-"
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def table(headers: list[str], rows: list[list[str]]) -> str:
+    """Left-aligned columns two spaces apart, without trailing blanks."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+              for r in rows]
+    return "\n".join(lines)
+
+
+def schedule_json(view: ScheduleView) -> dict[str, Any]:
+    row = view.row
+    return {
+        "name": row.name, "schedule": row.cron_expr, "timezone": row.timezone,
+        "task": row.kind, "policy": row.missed_fire_policy,
+        "next_fire": iso(view.next_fire), "last_enqueued_at": iso(row.last_enqueued_at),
+        "paused_at": iso(row.paused_at), "paused_by": row.paused_by,
+        "deployment": row.deployment, "invalid": view.problem,
+    }
+
+
+def job_json(job: JobRecord) -> dict[str, Any]:
+    return {"job_id": job.job_id, "schedule": job.schedule, "fire_time": job.fire_time,
+            "triggered_manually": job.triggered_manually, "state": job.state,
+            "task_id": job.task_id, "created_at": iso(job.created_at)}
+
+
+def fire_label(job: JobRecord) -> str:
+    """The fire time a job was for, or when it was triggered by hand."""
+    if job.triggered_manually:
+        return f"(triggered {fmt(job.created_at)})"
+    return "-" if job.fire_time is None else str(job.fire_time)
+
+
+def task_id(job: JobRecord) -> str:
+    return "-" if job.task_id is None else job.task_id
+
+
+def beat_json(beat: BeatView) -> dict[str, Any]:
+    return {"host": beat.host, "pid": beat.pid, "deployment": beat.deployment,
+            "lock_key": beat.lock_key, "since": iso(beat.leader_since),
+            "started_at": iso(beat.started_at), "seen_at": iso(beat.seen_at),
+            "last_pass_lag_ms": beat.last_lag_ms}
+
+
+def check_text(check: Check) -> str:
+    """``[ok] what`` or ``[FAIL] what`` with the offending items and the fix below."""
+    return (f"[{'ok' if check.ok else 'FAIL'}] {check.what}"
+            + "".join(f"\n       - {item}" for item in check.details)
+            + ("" if check.ok else f"\n       fix: {check.fix}"))

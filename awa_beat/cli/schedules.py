@@ -1,0 +1,153 @@
+"""``awa-beat list|show|pause|resume|trigger|remove|export``: one schedule or many."""
+
+from __future__ import annotations
+
+import json
+import pprint
+
+import click
+
+from .context import database_url_option, friendly_errors, json_option, operations
+from .format import fire_label, fmt, iso, job_json, schedule_json, table, task_id
+
+
+@click.command("list")
+@database_url_option
+@click.argument("pattern", required=False)
+@json_option
+@friendly_errors
+def list_(database_url: str | None, pattern: str | None, as_json: bool) -> None:
+    """Every schedule (PATTERN: a SQL LIKE pattern on the name, e.g. 'report-%')."""
+    with operations(database_url) as ops:
+        views = ops.schedules(pattern)
+    if as_json:
+        click.echo(json.dumps([{**schedule_json(v), "orphan": v.orphan} for v in views],
+                              indent=2))
+        return
+    rows = []
+    for view in views:
+        row = view.row
+        paused = f"since {fmt(row.paused_at)} by {row.paused_by or '?'}" if row.paused_at else ""
+        owner = row.deployment or "(not awa-beat)"
+        if view.orphan:
+            owner += " (orphan: not in beat_schedule)"
+        rows.append([
+            row.name, row.cron_expr, row.timezone, row.missed_fire_policy,
+            "INVALID: " + view.problem if view.problem else fmt(view.next_fire),
+            fmt(view.next_fire, row.timezone) if view.next_fire else "",
+            fmt(row.last_enqueued_at), paused, owner,
+        ])
+    click.echo(table(["NAME", "SCHEDULE", "TZ", "POLICY", "NEXT FIRE (UTC)", "NEXT (LOCAL)",
+                      "CURSOR (UTC)", "PAUSED", "DEPLOYMENT"], rows))
+
+
+@click.command()
+@database_url_option
+@click.argument("name")
+@click.option("--by", default=None, help="Who paused it (shown by list).")
+@friendly_errors
+def pause(database_url: str | None, name: str, by: str | None) -> None:
+    """Stop NAME's automatic fires (survives redeploys; trigger still works)."""
+    with operations(database_url) as ops:
+        ops.pause(name, by)
+    click.echo(f"paused {name}")
+
+
+@click.command()
+@database_url_option
+@click.argument("name")
+@friendly_errors
+def resume(database_url: str | None, name: str) -> None:
+    """Resume NAME; its missed-fire policy decides what is caught up."""
+    with operations(database_url) as ops:
+        ops.resume(name)
+    click.echo(f"resumed {name}")
+
+
+@click.command()
+@database_url_option
+@click.argument("name")
+@friendly_errors
+def trigger(database_url: str | None, name: str) -> None:
+    """Enqueue one job for NAME now, even while paused; the schedule is unchanged."""
+    with operations(database_url) as ops:
+        job_id = ops.trigger(name)
+    click.echo(f"triggered {name}: job {job_id}")
+
+
+@click.command()
+@database_url_option
+@click.argument("name")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@friendly_errors
+def remove(database_url: str | None, name: str, yes: bool) -> None:
+    """Delete NAME's row (jobs it already fired stay)."""
+    with operations(database_url) as ops:
+        ops.get(name)  # an unknown name is an error before any question
+        if not yes:
+            click.confirm(f"remove schedule {name!r}?", abort=True)
+        ops.remove(name)
+    click.echo(f"removed {name}")
+
+
+@click.command()
+@database_url_option
+@click.argument("name")
+@click.option("-n", "count", default=10, show_default=True, help="How many fires and jobs.")
+@json_option
+@friendly_errors
+def show(database_url: str | None, name: str, count: int, as_json: bool) -> None:
+    """NAME's whole row, its next fire times (DST changes marked) and its last jobs."""
+    with operations(database_url) as ops:
+        view = ops.get(name)
+        jobs = ops.history(name, count)
+        upcoming = ops.upcoming(view.row, count=count)
+    row = view.row
+    if as_json:
+        click.echo(json.dumps({
+            **schedule_json(view), "kind": row.kind, "queue": row.queue, "args": row.args,
+            "priority": row.priority, "max_attempts": row.max_attempts, "tags": row.tags,
+            "metadata": row.metadata, "created_at": iso(row.created_at),
+            "updated_at": iso(row.updated_at),
+            "next_fires": [iso(f.at) for f in upcoming],
+            "last_jobs": [job_json(j) for j in jobs],
+        }, indent=2, default=str))
+        return
+    for label, value in [
+        ("name", row.name), ("schedule", row.cron_expr), ("time zone", row.timezone),
+        ("task", row.kind), ("args", json.dumps(row.args)),
+        ("options", json.dumps((row.metadata or {}).get("celery", {}).get("options", {}))),
+        ("policy", row.missed_fire_policy), ("awa queue", row.queue),
+        ("priority", str(row.priority)), ("max attempts", str(row.max_attempts)),
+        ("cursor", f"{fmt(row.last_enqueued_at)} UTC"),
+        ("paused", f"since {fmt(row.paused_at)} UTC by {row.paused_by or '?'}"
+         if row.paused_at else "no"),
+        ("deployment", row.deployment or "(not registered by awa-beat)"),
+        ("created", f"{fmt(row.created_at)} UTC"), ("updated", f"{fmt(row.updated_at)} UTC"),
+    ] + ([("INVALID", view.problem)] if view.problem else []):
+        click.echo(f"{label + ':':<14} {value}")
+    click.echo("\nnext fires:")
+    click.echo(table(["UTC", "LOCAL", ""], [
+        [fmt(f.at), fmt(f.at, row.timezone), f.note] for f in upcoming]) if upcoming
+        else "  (none)")
+    click.echo("\nlast jobs:")
+    click.echo(table(["JOB", "FIRE TIME (UTC)", "STATE", "TASK ID"], [
+        [str(j.job_id), fire_label(j), j.state, task_id(j)] for j in jobs]) if jobs
+        else "  (none)")
+
+
+@click.command()
+@database_url_option
+@click.option("--format", "fmt_", type=click.Choice(["python", "json"]), default="python",
+              show_default=True)
+@click.argument("pattern", required=False)
+@friendly_errors
+def export(database_url: str | None, fmt_: str, pattern: str | None) -> None:
+    """The stored schedules as a beat_schedule Python module, or as JSON."""
+    with operations(database_url) as ops:
+        schedule = ops.export_entries(pattern)
+    if fmt_ == "json":
+        click.echo(json.dumps(schedule, indent=2))
+        return
+    click.echo('"""beat_schedule exported by awa-beat; schedules are Awa cron strings."""\n')
+    click.echo(f"beat_schedule = {pprint.pformat(schedule, indent=4, sort_dicts=False)}")
