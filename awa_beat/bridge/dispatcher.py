@@ -26,8 +26,10 @@ from .outbox import Bridge
 
 logger = logging.getLogger(__name__)
 
-#: Longest the thread sleeps with nothing to do (a backstop for a lost wake-up).
-IDLE_WAIT = 5.0
+#: Longest the thread sleeps with nothing to do: the node wakes it for every fire and
+#: notification, and checks the outbox itself once a minute, so this is only a backstop
+#: (and an idle beat should cost nothing).
+IDLE_WAIT = 60.0
 #: Pause after a database error before the thread tries again.
 DATABASE_RETRY = 1.0
 #: Seconds close() waits for a drain under way to finish marking what was published.
