@@ -41,6 +41,8 @@ class Dispatcher:
 
     def __init__(self, bridge: Bridge) -> None:
         self.bridge = bridge
+        # Every replica has one, standbys too: nothing is published before lead().
+        bridge.stand_down()
         self._wake = threading.Event()
         self._stop = False
         self._error: BaseException | None = None

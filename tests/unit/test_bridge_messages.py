@@ -362,11 +362,22 @@ class BlockingBridge:
         self.closed = True
 
 
+def test_the_dispatcher_publishes_nothing_before_it_is_told_to_lead() -> None:
+    bridge = BlockingBridge()
+    dispatcher = Dispatcher(bridge)  # type: ignore[arg-type]
+    dispatcher.wake()  # a standby's fire-and-forget wake-ups
+    assert not bridge.entered.wait(0.3) and bridge.drains == 0
+    dispatcher.lead(Fence(1, 2))
+    assert bridge.entered.wait(5), "the leader's dispatcher never drained"
+    bridge.release.set()
+    dispatcher.close()
+
+
 def test_the_dispatcher_drains_on_its_own_thread_while_the_loop_goes_on() -> None:
     bridge = BlockingBridge()
     dispatcher = Dispatcher(bridge)  # type: ignore[arg-type]
     try:
-        dispatcher.wake()
+        dispatcher.lead(Fence(1, 2))
         assert bridge.entered.wait(5), "the thread never drained"
         # The drain is stuck on the broker; the loop's calls return at once.
         started = time.monotonic()
@@ -385,7 +396,7 @@ def test_a_bug_on_the_dispatch_thread_is_raised_on_the_loops_next_step() -> None
     bridge = BlockingBridge()
     bridge.error = TypeError("a bug")
     dispatcher = Dispatcher(bridge)  # type: ignore[arg-type]
-    dispatcher.wake()
+    dispatcher.lead(Fence(1, 2))
     wait_for(dispatcher.due, 5, "the error to reach the loop")
     with pytest.raises(TypeError, match="a bug"):
         dispatcher.drain()
@@ -398,7 +409,7 @@ def test_a_database_error_on_the_dispatch_thread_is_reported_once_and_retried(
     bridge.error = DatabaseUnavailable("no database connection: refused")
     caplog.set_level(logging.INFO, logger="awa_beat")
     dispatcher = Dispatcher(bridge)  # type: ignore[arg-type]
-    dispatcher.wake()
+    dispatcher.lead(Fence(1, 2))
     wait_for(lambda: bridge.drains >= 2, 5, "a second attempt")
     bridge.error = None
     bridge.release.set()
