@@ -271,9 +271,7 @@ class Harness:
         hold = self.args.fault_seconds
         detail = ""
         if kind == "sigstop":
-            # Just after a whole second, when the leader is firing and publishing: the
-            # moment at which a frozen leader holds jobs it has not yet published.
-            sleep_to_phase(0.004, 0.012)
+            detail = self.catch_in_flight()
         start = time.time()
         if kind == "sigkill":
             os.kill(pid, signal.SIGKILL)
@@ -306,7 +304,7 @@ class Harness:
             new = self.watch_takeover(pid, start + hold)
             os.kill(pid, signal.SIGCONT)
             end = time.time()
-            detail = (f"lock session terminated ({n}); "
+            detail += (f"; lock session terminated ({n}); "
                       + (f"pid {new} led {new_at(start):.1f} s after the stop" if new
                          else "no other leader while stopped"))
         elif kind == "partition":
@@ -330,6 +328,25 @@ class Harness:
         else:
             raise ValueError(kind)
         return cc.Fault(kind, start, end, detail=detail)
+
+    def catch_in_flight(self) -> str:
+        """Return as soon as a job of this second is fired and not yet marked published:
+        a leader frozen now holds jobs it may be publishing, or may have published,
+        which the next leader publishes too. Polls from just before the second; says
+        where the stop landed."""
+        for _ in range(5):
+            sleep_to_phase(0.9, 0.95)
+            second = math.ceil(time.time())
+            deadline = time.time() + 1.0
+            while time.time() < deadline:
+                rows = self.obs._execute(
+                    "SELECT count(*) FROM awa.jobs WHERE state = 'available' AND"
+                    " (metadata ->> 'cron_fire_time')::timestamptz = to_timestamp(%s)",
+                    (second,))
+                if rows and rows[0][0]:
+                    return f"stopped with a job of {second % 60:02d} s fired, not yet marked"
+        sleep_to_phase(0.004, 0.012)
+        return "stopped a few ms after a whole second (no unmarked job caught)"
 
     def watch_takeover(self, old: int, until: float) -> int | None:
         """Poll for another leader until ``until`` (epoch); the first one seen."""
@@ -499,12 +516,13 @@ def report(args: argparse.Namespace, data: cc.Data, results: dict[str, list[Any]
           f"{setup['database']}, broker through a proxy, one worker; "
           f"{elapsed:.0f} s in all")
     print(f"\n{'fault':<15} {'held':>6} {'recovery':>9} {'longest gap':>12} {'skipped':>8} "
-          f"{'drain pub.':>11} {'drain exec.':>12}  notes")
+          f"{'drain pub.':>11} {'drain exec.':>12} {'re-exec.':>8}  notes")
     for f in figures:
         notes = f["detail"] + ("" if f["recovered"] else " [NOT RECOVERED]")
         print(f"{f['fault']:<15} {fmt(f['seconds']):>6} {fmt(f['recovery_s']):>9} "
               f"{fmt(f['longest_gap_s']):>12} {f['skipped']:>8} "
-              f"{fmt(f['drain_published_s']):>11} {fmt(f['drain_executed_s']):>12}  {notes}")
+              f"{fmt(f['drain_published_s']):>11} {fmt(f['drain_executed_s']):>12} "
+              f"{f['re_executions']:>8}  {notes}")
     print(f"\njobs fired: {out['jobs']}; tasks run by the worker: {out['executions']}; "
           f"coalesce fire seconds skipped in all: {out['skipped_total']}")
     labels = {"duplicates": "duplicates ((cron_name, cron_fire_time) with 2+ jobs)",
@@ -521,8 +539,9 @@ def report(args: argparse.Namespace, data: cc.Data, results: dict[str, list[Any]
     if injected is not None:
         print("\ninjected corruptions (after the run, on the table and the record file):")
         for kind, row in injected.items():
-            print(f"  {'caught' if row['caught'] else 'MISSED'}  {kind}: {row['what']} -> "
-                  f"{row['check']} {row['before']} -> {row['after']}")
+            print(f"  {'caught' if row['caught'] else 'MISSED'}  {kind}: {row['what']}\n"
+                  f"          {row['check']}: {row['before']} -> {row['after']}, reports "
+                  + (describe(row["item"]) if row["item"] else "nothing of it"))
     print(f"\nresult: {'PASS' if out['pass'] else 'FAIL'}")
     return out
 
@@ -688,9 +707,10 @@ def main(argv: list[str] | None = None) -> int:
             injected = {}
             for kind in args.inject:
                 what, check, _ = cc.CORRUPTIONS[kind]
+                item = next((i for i in after[check] if matchers[kind](i)), None)
                 injected[kind] = {"what": what, "check": check, "before": len(results[check]),
-                                  "after": len(after[check]),
-                                  "caught": any(matchers[kind](i) for i in after[check])}
+                                  "after": len(after[check]), "caught": item is not None,
+                                  "item": item}
         setup = {"replicas": args.replicas, "database": where,
                  "network": "a network namespace each" if net.can_partition
                  else "loopback", "faults": args.faults, "fault_seconds": args.fault_seconds,

@@ -185,7 +185,8 @@ def fault_figures(data: Data, fault: Fault) -> dict[str, Any]:
     time without a new job around the fault; skipped: coalesce fire times from the
     fault's start to the next fault's (or the run's end) with no job; drain_published /
     drain_executed: fault end until every job fired for a time up to the fault's end
-    was published / run (None: some never were)."""
+    was published / run (None: some never were); re_executions: jobs fired in the
+    fault's window that the worker ran more than once."""
     window_end = min(fault.window_end, data.until)
     created = sorted(j.created_at for j in data.jobs)
     after = [c for c in created if c > fault.end]
@@ -208,6 +209,9 @@ def fault_figures(data: Data, fault: Fault) -> dict[str, Any]:
         return max(0.0, max(t for t in times if t is not None) - fault.end)
 
     skipped = skipped_seconds(data, fault.start, window_end - 1.5)
+    twice = {r["task_id"] for r in re_executions(data)}
+    rerun = [j for j in data.jobs if j.task_id in twice
+             and fault.start - 2 <= j.fire_time <= window_end]
     return {
         "fault": fault.kind, "detail": fault.detail, "recovered": fault.recovered,
         "seconds": round(fault.end - fault.start, 3),
@@ -217,6 +221,7 @@ def fault_figures(data: Data, fault: Fault) -> dict[str, Any]:
                                    for j in backlog),
         "drain_executed_s": drain(first_run.get(j.task_id) for j in backlog),
         "backlog_jobs": len(backlog),
+        "re_executions": len(rerun),
     }
 
 
