@@ -495,6 +495,10 @@ def fmt(value: float | None, unit: str = " s") -> str:
     return "never" if value is None else f"{value:.1f}{unit}"
 
 
+def fmt_ms(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1000:.0f} ms"
+
+
 def report(args: argparse.Namespace, data: cc.Data, results: dict[str, list[Any]],
            figures: list[dict[str, Any]], elapsed: float, setup: dict[str, Any],
            injected: dict[str, Any] | None) -> dict[str, Any]:
@@ -516,12 +520,13 @@ def report(args: argparse.Namespace, data: cc.Data, results: dict[str, list[Any]
           f"{setup['database']}, broker through a proxy, one worker; "
           f"{elapsed:.0f} s in all")
     print(f"\n{'fault':<15} {'held':>6} {'recovery':>9} {'longest gap':>12} {'skipped':>8} "
-          f"{'drain pub.':>11} {'drain exec.':>12} {'re-exec.':>8}  notes")
+          f"{'lag p99':>8} {'drain pub.':>11} {'drain exec.':>12} {'re-exec.':>8}  notes")
     for f in figures:
         notes = f["detail"] + ("" if f["recovered"] else " [NOT RECOVERED]")
         print(f"{f['fault']:<15} {fmt(f['seconds']):>6} {fmt(f['recovery_s']):>9} "
               f"{fmt(f['longest_gap_s']):>12} {f['skipped']:>8} "
-              f"{fmt(f['drain_published_s']):>11} {fmt(f['drain_executed_s']):>12} "
+              f"{fmt_ms(f['lag_p99_s']):>8} {fmt(f['drain_published_s']):>11} "
+              f"{fmt(f['drain_executed_s']):>12} "
               f"{f['re_executions']:>8}  {notes}")
     print(f"\njobs fired: {out['jobs']}; tasks run by the worker: {out['executions']}; "
           f"coalesce fire seconds skipped in all: {out['skipped_total']}")

@@ -185,8 +185,10 @@ def fault_figures(data: Data, fault: Fault) -> dict[str, Any]:
     time without a new job around the fault; skipped: coalesce fire times from the
     fault's start to the next fault's (or the run's end) with no job; drain_published /
     drain_executed: fault end until every job fired for a time up to the fault's end
-    was published / run (None: some never were); re_executions: jobs fired in the
-    fault's window that the worker ran more than once."""
+    was published / run (None: some never were); lag_p99: the 99th percentile of
+    created_at - fire time of the jobs fired for times within the fault (the ones fired
+    late after a stop are what skipped and longest_gap count); re_executions: jobs fired
+    in the fault's window that the worker ran more than once."""
     window_end = min(fault.window_end, data.until)
     created = sorted(j.created_at for j in data.jobs)
     after = [c for c in created if c > fault.end]
@@ -209,6 +211,11 @@ def fault_figures(data: Data, fault: Fault) -> dict[str, Any]:
         return max(0.0, max(t for t in times if t is not None) - fault.end)
 
     skipped = skipped_seconds(data, fault.start, window_end - 1.5)
+    # Fire lag of the jobs fired on time while the fault lasted: created_at - fire time.
+    lags = sorted(j.created_at - j.fire_time for j in data.jobs
+                  if fault.start <= j.fire_time <= fault.end
+                  and j.created_at - j.fire_time < 1.0)
+    lag_p99 = lags[min(len(lags) - 1, math.ceil(0.99 * len(lags)) - 1)] if lags else None
     twice = {r["task_id"] for r in re_executions(data)}
     rerun = [j for j in data.jobs if j.task_id in twice
              and fault.start - 2 <= j.fire_time <= window_end]
@@ -216,7 +223,7 @@ def fault_figures(data: Data, fault: Fault) -> dict[str, Any]:
         "fault": fault.kind, "detail": fault.detail, "recovered": fault.recovered,
         "seconds": round(fault.end - fault.start, 3),
         "recovery_s": recovery, "longest_gap_s": longest_gap,
-        "skipped": len(skipped), "skipped_at": skipped,
+        "skipped": len(skipped), "skipped_at": skipped, "lag_p99_s": lag_p99,
         "drain_published_s": drain(j.finalized_at if j.state == "completed" else None
                                    for j in backlog),
         "drain_executed_s": drain(first_run.get(j.task_id) for j in backlog),

@@ -202,3 +202,17 @@ def test_a_listening_leader_wakes_on_notify_and_loses_the_lead_with_its_session(
         assert not leadership.is_leader and not leadership.listening
     finally:
         leadership.resign()
+
+
+def test_beat_started_while_its_database_is_down_retries_then_exits_1(capsys, caplog) -> None:
+
+    app = celery_app("down", db_url="postgresql://postgres@127.0.0.1:1/nothing",
+                     awa_beat_startup_timeout=2)
+    with caplog.at_level(logging.WARNING, logger="awa_beat"), \
+            pytest.raises(SystemExit) as info:
+        Scheduler(app=app)
+    assert info.value.code == 1
+    retries = [r for r in caplog.records if getattr(r, "action", None) == "startup.retry"]
+    assert [r.attempt for r in retries] == [1, 2]
+    err = capsys.readouterr().err
+    assert "cannot start" in err and "Traceback" not in err
