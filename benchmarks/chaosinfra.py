@@ -317,12 +317,13 @@ class BrokerProxy:
     async def _reset(self) -> None:
         for server in self._servers:
             server.close()
-        for server in self._servers:
-            await server.wait_closed()
-        self._servers.clear()
+        # Connections first: from Python 3.12.1 on, wait_closed() waits for them too.
         for transport in list(self._transports):
             transport.abort()  # an RST, as a broker that went away
         self._transports.clear()
+        for server in self._servers:
+            await server.wait_closed()
+        self._servers.clear()
 
     def reset(self) -> None:
         """Close every connection, and refuse new ones until :meth:`restore`."""

@@ -39,6 +39,8 @@ DJANGO_TABLES = {
     "solars": "django_celery_beat_solarschedule",
     "clocked": "django_celery_beat_clockedschedule",
 }
+#: IntervalSchedule.period's choices in django-celery-beat.
+_PERIODS = ("days", "hours", "minutes", "seconds", "microseconds")
 #: The named query of ``queries.sql`` that reads each table.
 _QUERIES = {"tasks": "django_tasks", "intervals": "django_intervals",
             "crontabs": "django_crontabs", "solars": "django_solars",
@@ -146,7 +148,12 @@ def _django_task(t: Mapping[str, Any], tables: DjangoTables, now: datetime,
         try:
             if interval is None:
                 raise LookupError("the interval row is missing")
-            schedule = timedelta(**{str(interval["period"]): int(interval["every"])})
+            period = str(interval["period"])
+            if period not in _PERIODS:
+                # Python's own message for a bad timedelta keyword differs by version.
+                raise ValueError(f"unknown period {period!r} (django-celery-beat's are "
+                                 f"{', '.join(_PERIODS)})")
+            schedule = timedelta(**{period: int(interval["every"])})
         except (LookupError, TypeError, ValueError) as exc:
             reasons.append(f"unusable interval: {exc}")
     else:

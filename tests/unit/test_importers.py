@@ -168,7 +168,7 @@ def test_django_interval(interval: dict[str, Any], expected: str) -> None:
 
 @pytest.mark.parametrize(("interval", "why"), [
     (None, "unusable interval: the interval row is missing"),
-    ({"period": "fortnights", "every": 1}, "unusable interval: 'fortnights' is an invalid"),
+    ({"period": "fortnights", "every": 1}, "unusable interval: unknown period 'fortnights'"),
     ({"period": "seconds", "every": "x"}, "unusable interval: invalid literal for int()"),
     ({"every": 1}, "unusable interval: 'period'"),
 ])
