@@ -31,20 +31,18 @@ from .common import (
 #: ``paused_by`` of a row whose task was disabled (``enabled = false``).
 DJANGO_PAUSED_BY = "import: disabled in django-celery-beat"
 
-#: Each of django-celery-beat's tables by its field of :class:`DjangoTables`.
-DJANGO_TABLES = {
-    "tasks": "django_celery_beat_periodictask",
-    "intervals": "django_celery_beat_intervalschedule",
-    "crontabs": "django_celery_beat_crontabschedule",
-    "solars": "django_celery_beat_solarschedule",
-    "clocked": "django_celery_beat_clockedschedule",
+#: Each of django-celery-beat's tables by its field of :class:`DjangoTables`, with the
+#: named query of ``queries.sql`` that reads it.
+_SOURCES = {
+    "tasks": ("django_celery_beat_periodictask", "django_tasks"),
+    "intervals": ("django_celery_beat_intervalschedule", "django_intervals"),
+    "crontabs": ("django_celery_beat_crontabschedule", "django_crontabs"),
+    "solars": ("django_celery_beat_solarschedule", "django_solars"),
+    "clocked": ("django_celery_beat_clockedschedule", "django_clocked"),
 }
+DJANGO_TABLES = {key: table for key, (table, _) in _SOURCES.items()}
 #: IntervalSchedule.period's choices in django-celery-beat.
 _PERIODS = ("days", "hours", "minutes", "seconds", "microseconds")
-#: The named query of ``queries.sql`` that reads each table.
-_QUERIES = {"tasks": "django_tasks", "intervals": "django_intervals",
-            "crontabs": "django_crontabs", "solars": "django_solars",
-            "clocked": "django_clocked"}
 
 
 @dataclass(frozen=True)
@@ -91,9 +89,8 @@ def read_django(url: str) -> DjangoTables:
                 raise SourceError(
                     f"no django-celery-beat tables in {redact(url)} "
                     f"({DJANGO_TABLES['tasks']} not found; wrong database or search_path?)")
-            rows = {key: cur.execute(queries[_QUERIES[key]]).fetchall()
-                    if table in present else []
-                    for key, table in DJANGO_TABLES.items()}
+            rows = {key: cur.execute(queries[query]).fetchall() if table in present else []
+                    for key, (table, query) in _SOURCES.items()}
     except psycopg.Error as exc:
         raise SourceError(f"reading django-celery-beat's tables in {redact(url)} failed: "
                           f"{first_line(exc)}") from None
