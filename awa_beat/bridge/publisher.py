@@ -64,10 +64,10 @@ class Publisher:
         if conn.transport.driver_type == "amqp":
             # A broker that accepts the connection, then reads nothing, must not hold a
             # write forever: py-amqp gives up on a socket write after this many seconds.
+            # (Celery merges these options into the app's broker_transport_options.)
             conn.release()
-            conn = self.app.connection_for_write(transport_options={
-                **(self.app.conf.broker_transport_options or {}),
-                "write_timeout": self.confirm_timeout})
+            conn = self.app.connection_for_write(
+                transport_options={"write_timeout": self.confirm_timeout})
         self._broker_errors = (*conn.connection_errors, *conn.channel_errors, OSError,
                                OperationalError)
         with self._on_broker():
