@@ -9,7 +9,7 @@ from typing import Any
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from .errors import ConfigError
+from .errors import ConfigError, NoDatabase
 
 DATABASE_URL_ENV = "AWA_BEAT_DATABASE_URL"
 #: The bytes of "AWA_BEAT": the default leader lock key. Never Awa's own "AWA_MAIN"
@@ -59,7 +59,7 @@ def resolve_database_url(url: str | None, *, create_embedded: bool = True) -> st
     the embedded PostgreSQL in :func:`~awa_beat.embedded.default_data_dir`, started or
     joined. A beat creates that server on first use; a command that only reads
     (``create_embedded=False``) uses it only if a beat already made it, so that a typo'd
-    environment never silently lists an empty database.
+    environment never silently lists an empty database: :class:`NoDatabase` otherwise.
     """
     if url:
         return validate_dsn(url)
@@ -67,7 +67,7 @@ def resolve_database_url(url: str | None, *, create_embedded: bool = True) -> st
 
     data_dir = default_data_dir()
     if not create_embedded and not (data_dir / "PG_VERSION").exists():
-        raise ConfigError(
+        raise NoDatabase(
             f"no database: pass --database-url or set {DATABASE_URL_ENV} (or the app's "
             f"awa_beat_database_url); no embedded PostgreSQL in {data_dir} either")
     return embedded_database_url(data_dir)

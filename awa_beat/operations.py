@@ -21,7 +21,7 @@ from typing import Any
 
 from .config import Settings, database_url, redact, resolve_database_url
 from .cron import load_timezone
-from .errors import AwaBeatError, ConfigError, NoDatabase, NotFound, SessionLockUnsupported
+from .errors import AwaBeatError, NotFound, SessionLockUnsupported
 from .fire_times import POLICIES, calendar_for, every_seconds, next_fire_after
 from .leader import Leadership
 from .records import ScheduleRow
@@ -60,12 +60,7 @@ def find_database_url(explicit: str | None = None, app: Any = None,
     url = database_url(explicit, environ)
     if url is None and app is not None:
         url = settings_for(app, environ).database_url
-    try:
-        return resolve_database_url(url, create_embedded=False)
-    except ConfigError as exc:
-        if url is not None:
-            raise
-        raise NoDatabase(str(exc)) from None
+    return resolve_database_url(url, create_embedded=False)
 
 
 # -- records ---------------------------------------------------------------------------------
