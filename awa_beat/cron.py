@@ -24,6 +24,7 @@ years is known never to fire, and that answer is cached on the expression.
 from __future__ import annotations
 
 import re
+import weakref
 import zoneinfo
 from bisect import bisect_left, bisect_right
 from datetime import date, datetime
@@ -277,6 +278,109 @@ def _days_in_month(year: int, month: int) -> int:
     return 30 if month in (4, 6, 9, 11) else 31
 
 
+class _DayRule:
+    """Which days of a month match: the day-of-month, month and day-of-week fields.
+
+    Expressions that differ only in their time of day (per-tenant schedules at random
+    minutes and hours) share one rule, and with it the cache of matching days, so a
+    distinct expression costs a few hundred bytes rather than a copy of all of this.
+    """
+
+    __slots__ = ("__weakref__", "_day_cache", "_key_cache", "dom_all", "dom_closest",
+                 "dom_last", "dow_all", "dow_last", "dow_nth", "months_mask", "star_dom",
+                 "star_dow")
+
+    def __init__(self, key: tuple) -> None:
+        (self.months_mask, self.star_dom, self.star_dow, self.dom_all, self.dom_closest,
+         self.dom_last, self.dow_all, self.dow_last, self.dow_nth) = key
+        self._key_cache: dict[tuple[int, int, int], tuple[int, ...]] = {}
+        self._day_cache: dict[int, tuple[int, ...]] = {}
+
+    def _day_set(self, length: int, first_wd: int, prev_length: int) -> tuple[int, ...]:
+        """Matching days of a month of ``length`` days whose 1st falls on ``first_wd``
+        (0 = Sunday) and whose previous month had ``prev_length`` days."""
+        key = (length, first_wd, prev_length)
+        cached = self._key_cache.get(key)
+        if cached is not None:
+            return cached
+        dom_all, closest, dow_all = self.dom_all, self.dom_closest, self.dow_all
+        dow_last, dow_nth = self.dow_last, self.dow_nth
+        star_dom, star_dow = self.star_dom, self.star_dow
+        out = []
+        for d in range(1, length + 1):
+            wd = (first_wd + d - 1) % 7
+            dom = dom_all[d] or (self.dom_last and d == length)
+            if not dom and wd not in (0, 6):
+                # croner's nearest weekday looks at the day itself, a Sunday just before
+                # (which moves forward) and a Saturday just after (which moves back), even
+                # when that neighbour belongs to the adjacent month.
+                prev_day = prev_length if d == 1 else d - 1
+                next_day = 1 if d == length else d + 1
+                dom = (
+                    closest[d]
+                    or (wd == 1 and closest[prev_day])
+                    or (wd == 5 and closest[next_day])
+                )
+            dow = dow_nth[wd][(d - 1) // 7 + 1] or (dow_last[wd] and d + 7 > length)
+            dow = dow or dow_all[wd]
+            # A literal '*' defers to the other field; two restricted fields are ORed.
+            if star_dom and star_dow:
+                keep = True
+            elif star_dom:
+                keep = dow
+            elif star_dow:
+                keep = dom
+            else:
+                keep = dom or dow
+            if keep:
+                out.append(d)
+        result = tuple(out)
+        self._key_cache[key] = result
+        return result
+
+    def days(self, year: int, month: int) -> tuple[int, ...]:
+        """Sorted matching days of ``year``-``month`` (empty if the month is excluded)."""
+        key = year * 16 + month
+        cached = self._day_cache.get(key)
+        if cached is not None:
+            return cached
+        if not (self.months_mask >> month) & 1:
+            result: tuple[int, ...] = ()
+        else:
+            length = _days_in_month(year, month)
+            prev_length = 31 if month == 1 else _days_in_month(year, month - 1)
+            first_wd = (date(year, month, 1).toordinal()) % 7  # ordinal 1 (0001-01-01) is Monday
+            result = self._day_set(length, first_wd, prev_length)
+        if len(self._day_cache) > 50_000:
+            self._day_cache.clear()
+        self._day_cache[key] = result
+        return result
+
+
+# Live rules by their fields: an expression keeps its rule alive, and the rule goes with
+# the last expression that uses it.
+_DAY_RULES: weakref.WeakValueDictionary[tuple, _DayRule] = weakref.WeakValueDictionary()
+# Time-of-day tuples shared between expressions; a bound keeps odd inputs from growing it.
+_TIMES: dict[tuple[int, ...], tuple[int, ...]] = {}
+_TIMES_LIMIT = 10_000
+
+
+def _day_rule(key: tuple) -> _DayRule:
+    rule = _DAY_RULES.get(key)
+    if rule is None:
+        rule = _DAY_RULES[key] = _DayRule(key)
+    return rule
+
+
+def _shared(values: tuple[int, ...]) -> tuple[int, ...]:
+    found = _TIMES.get(values)
+    if found is not None:
+        return found
+    if len(_TIMES) < _TIMES_LIMIT:
+        _TIMES[values] = values
+    return values
+
+
 class CronExpression:
     """A parsed Awa cron expression (croner 2.2.0 with optional seconds).
 
@@ -285,24 +389,14 @@ class CronExpression:
     """
 
     __slots__ = (
-        "_day_cache",
-        "_dom_all",
-        "_dom_closest",
-        "_dom_last",
-        "_dow_all",
-        "_dow_last",
-        "_dow_nth",
+        "_days_rule",
         "_hours",
         "_hours_mask",
-        "_key_cache",
         "_minutes",
         "_minutes_mask",
-        "_months_mask",
         "_never",
         "_seconds",
         "_seconds_mask",
-        "_star_dom",
-        "_star_dow",
         "source",
     )
 
@@ -378,91 +472,28 @@ class CronExpression:
 
         parsed = object.__new__(cls)
         parsed.source = expr
-        parsed._star_dom = _trim(parts[3]) == "*"
-        parsed._star_dow = _trim(parts[5]) == "*"
-        parsed._seconds = tuple(v for v in range(60) if seconds.bits[v] & _ALL)
-        parsed._minutes = tuple(v for v in range(60) if minutes.bits[v] & _ALL)
-        parsed._hours = tuple(v for v in range(24) if hours.bits[v] & _ALL)
+        parsed._seconds = _shared(tuple(v for v in range(60) if seconds.bits[v] & _ALL))
+        parsed._minutes = _shared(tuple(v for v in range(60) if minutes.bits[v] & _ALL))
+        parsed._hours = _shared(tuple(v for v in range(24) if hours.bits[v] & _ALL))
         parsed._seconds_mask = sum(1 << v for v in parsed._seconds)
         parsed._minutes_mask = sum(1 << v for v in parsed._minutes)
         parsed._hours_mask = sum(1 << v for v in parsed._hours)
-        parsed._months_mask = sum(1 << v for v in range(1, 13) if months.bits[v] & _ALL)
-        parsed._dom_all = tuple(bool(days.bits[d] & _ALL) for d in range(32))
-        parsed._dom_closest = tuple(bool(days.bits[d] & _CLOSEST_WEEKDAY) for d in range(32))
-        parsed._dom_last = bool(days.enabled_features & _LAST)
-        parsed._dow_all = tuple(bool(dows.bits[w] & _ALL) for w in range(7))
-        parsed._dow_last = tuple(bool(dows.bits[w] & _LAST) for w in range(7))
-        parsed._dow_nth = tuple(
-            tuple(bool(dows.bits[w] & _NTH[n]) for n in range(6)) for w in range(7)
-        )
-        parsed._key_cache: dict[tuple[int, int, int], tuple[int, ...]] = {}
-        parsed._day_cache: dict[int, tuple[int, ...]] = {}
+        months_mask = sum(1 << v for v in range(1, 13) if months.bits[v] & _ALL)
+        parsed._days_rule = _day_rule((
+            months_mask,
+            _trim(parts[3]) == "*",
+            _trim(parts[5]) == "*",
+            tuple(bool(days.bits[d] & _ALL) for d in range(32)),
+            tuple(bool(days.bits[d] & _CLOSEST_WEEKDAY) for d in range(32)),
+            bool(days.enabled_features & _LAST),
+            tuple(bool(dows.bits[w] & _ALL) for w in range(7)),
+            tuple(bool(dows.bits[w] & _LAST) for w in range(7)),
+            tuple(tuple(bool(dows.bits[w] & _NTH[n]) for n in range(6)) for w in range(7)),
+        ))
         parsed._never = not (
-            parsed._seconds and parsed._minutes and parsed._hours and parsed._months_mask
+            parsed._seconds and parsed._minutes and parsed._hours and months_mask
         )
         return parsed
-
-    # -- day matching ------------------------------------------------------------------------
-
-    def _day_set(self, length: int, first_wd: int, prev_length: int) -> tuple[int, ...]:
-        """Matching days of a month of ``length`` days whose 1st falls on ``first_wd``
-        (0 = Sunday) and whose previous month had ``prev_length`` days."""
-        key = (length, first_wd, prev_length)
-        cached = self._key_cache.get(key)
-        if cached is not None:
-            return cached
-        dom_all, closest, dow_all = self._dom_all, self._dom_closest, self._dow_all
-        dow_last, dow_nth = self._dow_last, self._dow_nth
-        star_dom, star_dow = self._star_dom, self._star_dow
-        out = []
-        for d in range(1, length + 1):
-            wd = (first_wd + d - 1) % 7
-            dom = dom_all[d] or (self._dom_last and d == length)
-            if not dom and wd not in (0, 6):
-                # croner's nearest weekday looks at the day itself, a Sunday just before
-                # (which moves forward) and a Saturday just after (which moves back), even
-                # when that neighbour belongs to the adjacent month.
-                prev_day = prev_length if d == 1 else d - 1
-                next_day = 1 if d == length else d + 1
-                dom = (
-                    closest[d]
-                    or (wd == 1 and closest[prev_day])
-                    or (wd == 5 and closest[next_day])
-                )
-            dow = dow_nth[wd][(d - 1) // 7 + 1] or (dow_last[wd] and d + 7 > length)
-            dow = dow or dow_all[wd]
-            # A literal '*' defers to the other field; two restricted fields are ORed.
-            if star_dom and star_dow:
-                keep = True
-            elif star_dom:
-                keep = dow
-            elif star_dow:
-                keep = dom
-            else:
-                keep = dom or dow
-            if keep:
-                out.append(d)
-        result = tuple(out)
-        self._key_cache[key] = result
-        return result
-
-    def _days(self, year: int, month: int) -> tuple[int, ...]:
-        """Sorted matching days of ``year``-``month`` (empty if the month is excluded)."""
-        key = year * 16 + month
-        cached = self._day_cache.get(key)
-        if cached is not None:
-            return cached
-        if not (self._months_mask >> month) & 1:
-            result: tuple[int, ...] = ()
-        else:
-            length = _days_in_month(year, month)
-            prev_length = 31 if month == 1 else _days_in_month(year, month - 1)
-            first_wd = (date(year, month, 1).toordinal()) % 7  # ordinal 1 (0001-01-01) is Monday
-            result = self._day_set(length, first_wd, prev_length)
-        if len(self._day_cache) > 50_000:
-            self._day_cache.clear()
-        self._day_cache[key] = result
-        return result
 
     # -- time-of-day matching ------------------------------------------------------------------
 
@@ -495,7 +526,7 @@ class CronExpression:
         before croner's search limit (year 5000)."""
         if self._never:
             return None
-        days = self._days(y, mo)
+        days = self._days_rule.days(y, mo)
         i = bisect_left(days, d)
         if i < len(days) and days[i] == d:
             t = self._time_at_or_after(h, mi, s)
@@ -512,7 +543,7 @@ class CronExpression:
                 y += 1
                 if y >= _YEAR_LIMIT:
                     return None
-            days = self._days(y, mo)
+            days = self._days_rule.days(y, mo)
             if days:
                 return (y, mo, days[0], *first)
         # No matching day in a whole 400-year cycle: the pattern can never fire.
@@ -536,7 +567,7 @@ class CronExpression:
             (self._seconds_mask >> naive.second) & 1 == 1
             and (self._minutes_mask >> naive.minute) & 1 == 1
             and (self._hours_mask >> naive.hour) & 1 == 1
-            and naive.day in self._days(naive.year, naive.month)
+            and naive.day in self._days_rule.days(naive.year, naive.month)
         )
 
     @property
