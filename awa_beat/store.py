@@ -109,9 +109,14 @@ def wrap_errors(action: str) -> Iterator[None]:
         raise typed_error(exc, f"{action} failed: {first_line(exc)}") from exc
 
 
-def _cron_state(r: Sequence[Any]) -> CronState:
+def _cron_state(r: Sequence[Any], times: dict[Any, Any] | None = None) -> CronState:
     # Expressions, zones and policies repeat across rows: one string each, not one per row.
-    return CronState(r[0], *[sys.intern(v) if type(v) is str else v for v in r[1:4]], *r[4:])
+    # So do timestamps (rows synced in one statement, fired in one batch): with ``times``,
+    # rows read together share one object per distinct instant.
+    text = [sys.intern(v) if type(v) is str else v for v in r[1:4]]
+    if times is None:
+        return CronState(r[0], *text, *r[4:])
+    return CronState(r[0], *text, *[times.setdefault(v, v) for v in r[4:]])
 
 
 #: See migration 0007; the payload is the table's name.
@@ -264,7 +269,8 @@ class Store:
             # A server-side cursor, so 100,000 rows never sit in memory twice at once.
             with conn.cursor(name="awa_beat_cron_states") as cur:
                 cur.itersize = 5000
-                rows = [_cron_state(r) for r in cur.execute(queries["cron_states"])]
+                times: dict[Any, Any] = {}
+                rows = [_cron_state(r, times) for r in cur.execute(queries["cron_states"])]
         return state, rows
 
     def cron_states_by_name(self, names: Sequence[str]) -> list[CronState]:
