@@ -10,4 +10,8 @@ def __getattr__(name: str) -> object:
         from .celery_scheduler import Scheduler
 
         return Scheduler
+    if name == "Schedules":
+        from .api import Schedules
+
+        return Schedules
     raise AttributeError(f"module 'awa_beat' has no attribute {name!r}")

@@ -67,6 +67,21 @@ class NotFound(StoreError):
     """No schedule has the given name."""
 
 
+class ScheduleConflict(AwaBeatError):
+    """A runtime write (the Python API, ``awa-beat add/edit``) was refused; nothing was
+    written."""
+
+
+class ScheduleExists(ScheduleConflict):
+    """A schedule of that name exists already (add it with ``replace=True`` /
+    ``--replace`` to overwrite it)."""
+
+
+class ScheduleOwned(ScheduleConflict):
+    """The schedule belongs to a deployment's ``beat_schedule`` (or to a writer other
+    than awa-beat): change it there, or take it over with ``force=True`` / ``--force``."""
+
+
 class SessionLockUnsupported(StoreError):
     """Session advisory locks do not hold on this connection (transaction pooling?)."""
 

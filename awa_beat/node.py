@@ -147,6 +147,7 @@ class NodeStore(EngineStore, Protocol):
     def sync(self, rows: SyncBatch) -> Any: ...
     def analyze_if_stale(self) -> bool: ...
     def owned_names(self, deployment: str) -> list[str]: ...
+    def runtime_owned_names(self, names: Sequence[str]) -> list[str]: ...
     def heartbeat(self, **beat: Any) -> None: ...
     def beat_gone(self, identity: str) -> None: ...
 
@@ -492,6 +493,7 @@ class BeatNode:
               inserted=inserted, updated=updated, unchanged=unchanged)
         self.store.analyze_if_stale()  # before the first fire plans against the table
         self._warn_orphans()
+        self._warn_conflicts()
 
     def configured_names(self) -> Iterable[str]:
         return (name for batch in self._batches for name in batch.names)
@@ -506,6 +508,21 @@ class BeatNode:
                       "beat: schedule %r is stored (deployment %r) but no longer in "
                       "beat_schedule; it keeps firing until removed: `awa-beat remove %s`",
                       name, deployment, name, schedule=name, deployment=deployment)
+
+    def _warn_conflicts(self) -> None:
+        """Entries of beat_schedule whose row was written at run time (the Python API,
+        `awa-beat add`, or a forced take-over): the sync left those rows alone, and the
+        runtime definition stays in force until the row is removed."""
+        assert self.store is not None
+        names = list(self.configured_names())
+        if not names:
+            return
+        for name in self.store.runtime_owned_names(names):
+            event(logger, logging.WARNING, "schedule.conflict",
+                  "beat: schedule %r is in beat_schedule but was written at run time; "
+                  "beat leaves the stored row as it is: drop the entry, or `awa-beat "
+                  "remove %s` to have the next sync store beat_schedule's definition",
+                  name, name, schedule=name, deployment=self.settings.deployment)
 
     def _listen(self) -> None:
         """As a new leader, wake on notifications rather than poll, where the schema

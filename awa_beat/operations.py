@@ -17,15 +17,31 @@ import socket
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .config import Settings, database_url, redact, resolve_database_url
+from .config import (
+    Settings,
+    celery_dispatch_refused,
+    database_url,
+    redact,
+    resolve_database_url,
+)
 from .cron import load_timezone
-from .errors import AwaBeatError, NotFound, SessionLockUnsupported
+from .errors import (
+    AwaBeatError,
+    NotFound,
+    ScheduleExists,
+    ScheduleOwned,
+    SessionLockUnsupported,
+)
 from .fire_times import POLICIES, calendar_for, every_seconds, next_fire_after
 from .leader import Leadership
 from .records import ScheduleRow
+from .spec import AWA_BEAT_OPTION, ScheduleSpec, specs_from_beat_schedule
 from .store import Store
+
+if TYPE_CHECKING:
+    import psycopg
 
 Clock = Callable[[], datetime]
 
@@ -85,6 +101,20 @@ class ScheduleView:
     @property
     def invalid(self) -> bool:
         return self.problem is not None
+
+    @property
+    def owner(self) -> str | None:
+        """``"config"`` (its deployment's beat_schedule), ``"runtime"`` (written by the
+        Python API or ``awa-beat add``), or None (not written by awa-beat)."""
+        return self.row.owner
+
+    @property
+    def owner_text(self) -> str:
+        """Who owns the row, for people: ``proj``, ``runtime (via proj)``, ..."""
+        row = self.row
+        if row.owner == "runtime":
+            return f"runtime (via {row.deployment})" if row.deployment else "runtime"
+        return row.deployment or "(not awa-beat)"
 
 
 @dataclass(frozen=True)
@@ -230,6 +260,54 @@ def beat_entry(row: ScheduleRow) -> dict[str, Any]:
     }
 
 
+def merge_entry(entry: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """``entry`` (a beat_schedule entry) with ``changes`` applied: the keys given replace
+    the entry's, except ``options`` and its ``awa_beat`` dict, which are merged key by
+    key, a value of None removing the key."""
+    merged = dict(entry)
+    for key, value in changes.items():
+        if key != "options" or not isinstance(value, Mapping):
+            merged[key] = value
+            continue
+        options = dict(merged.get("options") or {})
+        for option, setting in value.items():
+            if option == AWA_BEAT_OPTION and isinstance(setting, Mapping):
+                awa = dict(options.get(AWA_BEAT_OPTION) or {})
+                awa.update(setting)
+                options[AWA_BEAT_OPTION] = {k: v for k, v in awa.items() if v is not None}
+            elif setting is None:
+                options.pop(option, None)
+            else:
+                options[option] = setting
+        merged["options"] = options
+    return merged
+
+
+def _names_text(names: list[str], limit: int = 5) -> str:
+    shown = ", ".join(repr(n) for n in names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def check_owners(rows: Collection[ScheduleRow], force: bool) -> None:
+    """Refuse a runtime write over rows that a deployment's beat_schedule (or a writer
+    other than awa-beat) owns, unless ``force``."""
+    if force:
+        return
+    configured = sorted(r.name for r in rows if r.owner == "config")
+    foreign = sorted(r.name for r in rows if r.owner is None)
+    if configured:
+        deployments = sorted({r.deployment or "?" for r in rows if r.owner == "config"})
+        raise ScheduleOwned(
+            f"schedule(s) {_names_text(configured)} belong to the beat_schedule of "
+            f"deployment {', '.join(deployments)}: change them there, or take them over "
+            "at run time with force=True (--force); that beat then leaves them alone and "
+            "reports the conflict at start-up")
+    if foreign:
+        raise ScheduleOwned(
+            f"schedule(s) {_names_text(foreign)} were not written by awa-beat (Awa's own "
+            "cron, or another tool maintains them); overwrite them with force=True (--force)")
+
+
 # -- the operations --------------------------------------------------------------------------
 
 
@@ -239,14 +317,21 @@ class Operations:
     ``deployment`` and ``configured`` (the names in that deployment's beat_schedule, asked
     for only when needed) let it flag orphans: rows the deployment registered and no
     longer configures. Without them nothing is flagged.
+
+    ``settings`` (an app's, see :func:`settings_for`) decide how runtime writes
+    (:meth:`add`, :meth:`update`) read an entry, exactly as that app's beat reads its
+    beat_schedule: the default time zone and dispatch, and the deployment whose bridge
+    publishes the jobs dispatched to Celery.
     """
 
     def __init__(self, store: Store, *, clock: Clock = utcnow, deployment: str | None = None,
-                 configured: Callable[[], Collection[str]] | None = None) -> None:
+                 configured: Callable[[], Collection[str]] | None = None,
+                 settings: Settings | None = None) -> None:
         self.store = store
         self.clock = clock
         self.deployment = deployment
         self._configured = configured
+        self.settings = settings or Settings(deployment=deployment or "default")
 
     @classmethod
     def open(cls, url: str, **kwargs: Any) -> Operations:
@@ -283,21 +368,90 @@ class Operations:
     def _view(row: ScheduleRow, now: datetime, orphan: bool) -> ScheduleView:
         return ScheduleView(row, *next_fire(row, now), orphan=orphan)
 
-    def pause(self, name: str, by: str | None = None) -> datetime:
-        """Stop ``name``'s automatic fires; ``by`` (default: ``user@host``) is shown."""
-        return self.store.pause(name, by or whoami())
+    def pause(self, name: str, by: str | None = None, *,
+              conn: psycopg.Connection | None = None) -> datetime:
+        """Stop ``name``'s automatic fires; ``by`` (default: ``user@host``) is shown.
+        ``conn``: the caller's connection, to join its transaction (also below)."""
+        return self.store.pause(name, by or whoami(), conn=conn)
 
-    def resume(self, name: str) -> None:
-        self.store.resume(name)
+    def resume(self, name: str, *, conn: psycopg.Connection | None = None) -> None:
+        self.store.resume(name, conn=conn)
 
-    def trigger(self, name: str) -> int:
+    def trigger(self, name: str, *, conn: psycopg.Connection | None = None) -> int:
         """Enqueue one job for ``name`` now, even while paused; the id of that job."""
-        return self.store.trigger(name)
+        return self.store.trigger(name, conn=conn)
 
-    def remove(self, name: str) -> None:
+    def remove(self, name: str, *, conn: psycopg.Connection | None = None) -> None:
         """Delete ``name``'s row; the jobs it already fired stay."""
-        if not self.store.remove(name):
+        if not self.store.remove(name, conn=conn):
             raise NotFound(f"no schedule named {name!r}")
+
+    # -- runtime writes -------------------------------------------------------------------
+
+    def specs(self, entries: Mapping[str, Any]) -> list[ScheduleSpec]:
+        """``entries`` (a beat_schedule) validated exactly as this app's beat validates
+        its own (:class:`~awa_beat.errors.ValidationError` listing every problem)."""
+        settings = self.settings
+        specs = specs_from_beat_schedule(entries, default_timezone=settings.default_timezone,
+                                         default_dispatch=settings.dispatch or "awa")
+        celery = [s.name for s in specs if s.dispatch == "celery"]
+        if celery and self.store.awa_owned:
+            raise celery_dispatch_refused(celery, "dispatch them to Awa workers "
+                                          "(options.awa_beat.dispatch = 'awa', --dispatch awa)")
+        return specs
+
+    def add(self, entries: Mapping[str, Any], *, replace: bool = False, force: bool = False,
+            conn: psycopg.Connection | None = None) -> list[ScheduleSpec]:
+        """Store ``entries`` (a beat_schedule: name -> entry) as runtime schedules, all
+        or none, in one transaction (joined to the caller's with ``conn``).
+
+        A name that exists already is refused (:class:`ScheduleExists`) unless
+        ``replace``; replacing a row that a deployment's beat_schedule owns (or that
+        awa-beat did not write) is refused (:class:`ScheduleOwned`) unless ``force``.
+        """
+        specs = self.specs(entries)
+        if not specs:
+            return []
+        deployment = self.settings.deployment
+        with self.store.transaction(conn) as c:
+            existing = self.store.lock_schedules(c, [s.name for s in specs])
+            if existing and not replace:
+                raise ScheduleExists(
+                    f"schedule(s) {_names_text(sorted(r.name for r in existing))} exist "
+                    "already; pass replace=True (--replace) to overwrite them")
+            check_owners(existing, force)
+            written = self.store.upsert_runtime(c, [s.row(deployment) for s in specs],
+                                                deployment=deployment, replace=replace)
+            if written.unchanged:
+                # Only a concurrent writer can add a name between the lock and the write;
+                # the transaction block undoes ours.
+                raise ScheduleExists(f"{written.unchanged} schedule(s) were added by "
+                                     "another writer meanwhile; nothing was written")
+        return specs
+
+    def update(self, name: str, changes: Mapping[str, Any], *, force: bool = False,
+               deployment: str | None = None, conn: psycopg.Connection | None = None
+               ) -> ScheduleSpec:
+        """Change only the given parts of ``name``'s entry (``task``, ``schedule``,
+        ``args``, ``kwargs``, ``options``; see :func:`merge_entry`), validated as a
+        beat_schedule entry. :class:`NotFound` if there is no such schedule,
+        :class:`ScheduleOwned` as for :meth:`add` with ``replace``. ``deployment``: whose
+        bridge publishes its Celery jobs (default: the row's, else the settings')."""
+        with self.store.transaction(conn) as c:
+            rows = self.store.lock_schedules(c, [name])
+            if not rows:
+                raise NotFound(f"no schedule named {name!r}")
+            (row,) = rows
+            check_owners(rows, force)
+            entry = merge_entry(beat_entry(row), changes)
+            (spec,) = self.specs({name: entry})
+            # The deployment whose bridge publishes its jobs stays, unless the row had none.
+            celery = (row.metadata or {}).get("celery") or {}
+            deployment = (deployment or celery.get("deployment")
+                          or self.settings.deployment)
+            self.store.upsert_runtime(c, [spec.row(deployment)], deployment=deployment,
+                                      replace=True)
+        return spec
 
     def history(self, name: str | None = None, limit: int = 20) -> list[JobRecord]:
         """The newest jobs of ``name`` (NotFound if there is no such schedule), or of

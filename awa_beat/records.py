@@ -32,6 +32,9 @@ class ScheduleRow:
     paused_by: str | None
     deployment: str | None = None
     """The awa-beat deployment that registered the row; None for rows we did not write."""
+    owner: str | None = None
+    """``"config"`` (a deployment's beat_schedule), ``"runtime"`` (the Python API or
+    ``awa-beat add``), or None for rows awa-beat did not write."""
 
 
 @dataclass(frozen=True)

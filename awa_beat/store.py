@@ -109,6 +109,12 @@ def wrap_errors(action: str) -> Iterator[None]:
         raise typed_error(exc, f"{action} failed: {first_line(exc)}") from exc
 
 
+def _json(value: Any) -> Any:
+    """A JSON column read as text (``::text``): a caller's connection may load JSON its
+    own way (Django's leaves it as a string)."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
 def _cron_state(r: Sequence[Any], times: dict[Any, Any] | None = None) -> CronState:
     # Expressions, zones and policies repeat across rows: one string each, not one per row.
     # So do timestamps (rows synced in one statement, fired in one batch): with ``times``,
@@ -200,6 +206,11 @@ class Store:
         except (PoolTimeout, PoolClosed) as exc:
             # No connection could be had (the database is down, or the store was closed).
             raise DatabaseUnavailable(f"no database connection: {first_line(exc)}") from exc
+
+    def _on(self, conn: psycopg.Connection | None) -> AbstractContextManager[psycopg.Connection]:
+        """The caller's ``conn`` (its statement joins the caller's transaction, if one is
+        open), else a connection of the pool."""
+        return nullcontext(conn) if conn is not None else self._conn()
 
     # -- schema ----------------------------------------------------------------------
 
@@ -308,6 +319,66 @@ class Store:
             return [r[0] for r in conn.execute(queries["owned_names"],
                                                {"deployment": deployment})]
 
+    def runtime_owned_names(self, names: Sequence[str]) -> list[str]:
+        """Which of ``names`` were written at run time (a beat's sync skips those)."""
+        with self._conn() as conn, wrap_errors("reading schedule owners"):
+            return [r[0] for r in conn.execute(queries["runtime_owned_names"],
+                                               {"names": list(names)})]
+
+    # -- runtime writes (the Python API, `awa-beat add/edit`) ------------------------------
+
+    @contextmanager
+    def transaction(self, conn: psycopg.Connection | None = None
+                    ) -> Iterator[psycopg.Connection]:
+        """A transaction for the ``with`` block: on a connection of the pool, or on the
+        caller's ``conn``, joined to its transaction when one is open (as a savepoint,
+        so that an error of ours undoes only our writes) and committed at the end of
+        the block otherwise.
+
+        The caller's connection keeps its session as it is (no ``configure_session``):
+        the statements run here depend on no session setting.
+        """
+        if conn is None:
+            with self._conn() as own, wrap_errors("writing schedules"), own.transaction():
+                yield own
+            return
+        with wrap_errors("writing schedules"):
+            if (not conn.autocommit
+                    and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE):
+                # A transaction block opened on an idle non-autocommit connection (Django
+                # inside atomic() before its first query) would COMMIT the caller's
+                # transaction at its end; start that transaction first, so the block is
+                # a savepoint inside it.
+                psycopg.Cursor(conn).execute(queries["ping"], prepare=False)
+            with conn.transaction():
+                yield conn
+
+    @staticmethod
+    def lock_schedules(conn: psycopg.Connection, names: Sequence[str]) -> list[ScheduleRow]:
+        """The stored rows among ``names``, with their owners, locked FOR UPDATE in
+        ``conn``'s transaction (see :meth:`transaction`)."""
+        # A cursor of psycopg's own, whatever the caller's connection makes (Django's
+        # binds client-side, which binary parameters do not allow), and never a
+        # prepared statement: a generic plan cannot see the arrays' lengths.
+        cur = psycopg.Cursor(conn, row_factory=dict_row)
+        rows = cur.execute(queries["lock_schedules"], {"names": list(names)},
+                           prepare=False).fetchall()
+        return [ScheduleRow(**{**r, "args": _json(r["args"]), "metadata": _json(r["metadata"])})
+                for r in rows]
+
+    @staticmethod
+    def upsert_runtime(conn: psycopg.Connection, rows: Sequence[dict[str, Any]], *,
+                       deployment: str, replace: bool) -> SyncResult:
+        """Write schedule rows as owner 'runtime' in ``conn``'s transaction, one round
+        trip. Without ``replace`` an existing name is skipped (counted as unchanged)."""
+        if not rows:
+            return SyncResult(0, 0, 0)
+        params = {**sync_params(rows, deployment), "replace": replace}
+        row = psycopg.Cursor(conn).execute(queries["upsert_runtime_schedules"], params,
+                                           prepare=False).fetchone()
+        inserted, updated = (int(row[0]), int(row[1])) if row else (0, 0)
+        return SyncResult(inserted, updated, len(rows) - inserted - updated)
+
     def get_many(self, names: Sequence[str]) -> list[ScheduleRow]:
         """The full rows that exist among ``names`` (in no particular order)."""
         with self._conn() as conn, wrap_errors("reading schedules"):
@@ -323,32 +394,33 @@ class Store:
             raise NotFound(f"no schedule named {name!r}")
         return ScheduleRow(**row)
 
-    def pause(self, name: str, by: str | None = None) -> datetime:
-        with self._conn() as conn, wrap_errors(f"pausing {name!r}"):
-            row = conn.execute(queries["pause_schedule"], {"name": name, "by": by}).fetchone()
+    def pause(self, name: str, by: str | None = None, *,
+              conn: psycopg.Connection | None = None) -> datetime:
+        with self._on(conn) as c, wrap_errors(f"pausing {name!r}"):
+            row = c.execute(queries["pause_schedule"], {"name": name, "by": by}).fetchone()
         if row is None:
             raise NotFound(f"no schedule named {name!r}")
         return row[0]
 
-    def resume(self, name: str) -> None:
-        with self._conn() as conn, wrap_errors(f"resuming {name!r}"):
-            row = conn.execute(queries["resume_schedule"], {"name": name}).fetchone()
+    def resume(self, name: str, *, conn: psycopg.Connection | None = None) -> None:
+        with self._on(conn) as c, wrap_errors(f"resuming {name!r}"):
+            row = c.execute(queries["resume_schedule"], {"name": name}).fetchone()
         if row is None:
             raise NotFound(f"no schedule named {name!r}")
 
-    def trigger(self, name: str) -> int:
+    def trigger(self, name: str, *, conn: psycopg.Connection | None = None) -> int:
         """Insert one job for ``name`` now, even while paused; the cursor is left alone."""
         query = queries["trigger_awa" if self.awa_owned else "trigger_standalone"]
-        with self._conn() as conn, wrap_errors(f"triggering {name!r}"):
-            row = conn.execute(query, {"name": name}).fetchone()
+        with self._on(conn) as c, wrap_errors(f"triggering {name!r}"):
+            row = c.execute(query, {"name": name}).fetchone()
         if row is None:
             raise NotFound(f"no schedule named {name!r}")
         return int(row[0])
 
-    def remove(self, name: str) -> bool:
+    def remove(self, name: str, *, conn: psycopg.Connection | None = None) -> bool:
         """Delete the schedule row; jobs it already fired stay. False if there was none."""
-        with self._conn() as conn, wrap_errors(f"removing {name!r}"):
-            row = conn.execute(queries["remove_schedule"], {"name": name}).fetchone()
+        with self._on(conn) as c, wrap_errors(f"removing {name!r}"):
+            row = c.execute(queries["remove_schedule"], {"name": name}).fetchone()
         return bool(row and row[0])
 
     def jobs(self, name: str, limit: int = 10) -> list[dict[str, Any]]:

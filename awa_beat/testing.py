@@ -216,6 +216,8 @@ class MemoryStore:
         self.awa_owned = awa_owned
         self.rows: dict[str, CronState] = {}
         self.owners: dict[str, str] = {}
+        self.runtime: set[str] = set()
+        """Names written at run time: sync leaves them alone."""
         self.jobs: list[FiredJob] = []
         self.beats: dict[str, dict[str, Any]] = {}
         self.down: str | None = None
@@ -276,6 +278,8 @@ class MemoryStore:
         for name, expr, zone, policy in zip(p["names"], p["cron_exprs"], p["timezones"],
                                             p["policies"], strict=True):
             old = self.rows.get(name)
+            if name in self.runtime:
+                continue
             if old is None:
                 self.rows[name] = CronState(name, expr, zone, policy,
                                             now.replace(microsecond=0), now, now, None)
@@ -291,6 +295,10 @@ class MemoryStore:
     def owned_names(self, deployment: str) -> list[str]:
         self._call("owned_names")
         return sorted(n for n, d in self.owners.items() if d == deployment and n in self.rows)
+
+    def runtime_owned_names(self, names: Sequence[str]) -> list[str]:
+        self._call("runtime_owned_names")
+        return sorted(n for n in names if n in self.runtime)
 
     def _state(self) -> TableState:
         return TableState(len(self.rows), sum(hash(n) for n in self.rows), self.clock())

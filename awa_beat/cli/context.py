@@ -67,11 +67,12 @@ def open_store(explicit: str | None, app: Any = None) -> Store:
 
 
 def operations_kwargs() -> dict[str, Any]:
-    """How :class:`Operations` learns the app's deployment and its configured names (to
-    flag orphans), under ``celery -A``; nothing otherwise."""
+    """How :class:`Operations` learns the app's settings (how ``add`` reads an entry),
+    its deployment and its configured names (to flag orphans), under ``celery -A``; the
+    environment's settings and no orphans otherwise."""
     app = context_app()
     if app is None:
-        return {}
+        return {"settings": settings_for(None)}
     settings = settings_for(app)
 
     def configured() -> list[str]:
@@ -79,7 +80,8 @@ def operations_kwargs() -> dict[str, Any]:
 
         return list(configured_entries(app, settings))
 
-    return {"deployment": settings.deployment, "configured": configured}
+    return {"deployment": settings.deployment, "configured": configured,
+            "settings": settings}
 
 
 @contextmanager

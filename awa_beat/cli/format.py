@@ -46,7 +46,7 @@ def schedule_json(view: ScheduleView) -> dict[str, Any]:
         "task": row.kind, "policy": row.missed_fire_policy,
         "next_fire": iso(view.next_fire), "last_enqueued_at": iso(row.last_enqueued_at),
         "paused_at": iso(row.paused_at), "paused_by": row.paused_by,
-        "deployment": row.deployment, "invalid": view.problem,
+        "deployment": row.deployment, "owner": row.owner, "invalid": view.problem,
     }
 
 

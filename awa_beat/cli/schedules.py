@@ -28,7 +28,7 @@ def list_(database_url: str | None, pattern: str | None, as_json: bool) -> None:
     for view in views:
         row = view.row
         paused = f"since {fmt(row.paused_at)} by {row.paused_by or '?'}" if row.paused_at else ""
-        owner = row.deployment or "(not awa-beat)"
+        owner = view.owner_text
         if view.orphan:
             owner += " (orphan: not in beat_schedule)"
         rows.append([
@@ -38,7 +38,7 @@ def list_(database_url: str | None, pattern: str | None, as_json: bool) -> None:
             fmt(row.last_enqueued_at), paused, owner,
         ])
     click.echo(table(["NAME", "SCHEDULE", "TZ", "POLICY", "NEXT FIRE (UTC)", "NEXT (LOCAL)",
-                      "CURSOR (UTC)", "PAUSED", "DEPLOYMENT"], rows))
+                      "CURSOR (UTC)", "PAUSED", "OWNER"], rows))
 
 
 @click.command()
@@ -122,7 +122,7 @@ def show(database_url: str | None, name: str, count: int, as_json: bool) -> None
         ("cursor", f"{fmt(row.last_enqueued_at)} UTC"),
         ("paused", f"since {fmt(row.paused_at)} UTC by {row.paused_by or '?'}"
          if row.paused_at else "no"),
-        ("deployment", row.deployment or "(not registered by awa-beat)"),
+        ("owner", view.owner_text if row.deployment else "(not registered by awa-beat)"),
         ("created", f"{fmt(row.created_at)} UTC"), ("updated", f"{fmt(row.updated_at)} UTC"),
     ] + ([("INVALID", view.problem)] if view.problem else []):
         click.echo(f"{label + ':':<14} {value}")

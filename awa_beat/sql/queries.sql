@@ -95,7 +95,9 @@ DROP DATABASE IF EXISTS {name};
 -- set to the second they were registered, so neither awa-beat nor Awa fires a time
 -- from before the schedule existed. Existing rows keep last_enqueued_at, created_at
 -- and the pause; a row is only rewritten (and updated_at bumped) when its
--- definition changed, so watchers of updated_at see real changes only.
+-- definition changed, so watchers of updated_at see real changes only. A row written
+-- at run time (owner 'runtime', see upsert_runtime_schedules) is never overwritten:
+-- beat reports the clash at start-up (runtime_owned_names) and leaves the row alone.
 WITH input AS (
     SELECT name, cron_expr, timezone, kind, queue, args::jsonb AS args, priority,
            max_attempts,
@@ -126,12 +128,14 @@ WITH input AS (
            (EXCLUDED.cron_expr, EXCLUDED.timezone, EXCLUDED.kind, EXCLUDED.queue,
             EXCLUDED.args, EXCLUDED.priority, EXCLUDED.max_attempts, EXCLUDED.tags,
             EXCLUDED.metadata, EXCLUDED.missed_fire_policy)
+       AND NOT EXISTS (SELECT FROM awa_beat.schedules o
+                        WHERE o.name = c.name AND o.owner = 'runtime')
     RETURNING (xmax = 0) AS inserted
 ), owned AS (
     INSERT INTO awa_beat.schedules AS s (name, deployment)
     SELECT name, %(deployment)s FROM input
     ON CONFLICT (name) DO UPDATE SET deployment = EXCLUDED.deployment
-     WHERE s.deployment IS DISTINCT FROM EXCLUDED.deployment
+     WHERE s.deployment IS DISTINCT FROM EXCLUDED.deployment AND s.owner = 'config'
 )
 SELECT count(*) FILTER (WHERE inserted) AS inserted,
        count(*) FILTER (WHERE NOT inserted) AS updated
@@ -204,7 +208,7 @@ SELECT j.id, o.name, j.metadata ->> 'cron_fire_time' AS fire_time, now() AS upda
 -- list_schedules --
 SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
        c.tags, c.metadata, c.missed_fire_policy, c.last_enqueued_at, c.created_at,
-       c.updated_at, c.paused_at, c.paused_by, s.deployment
+       c.updated_at, c.paused_at, c.paused_by, s.deployment, s.owner
   FROM awa.cron_jobs c LEFT JOIN awa_beat.schedules s USING (name)
  WHERE %(pattern)s::text IS NULL OR c.name LIKE %(pattern)s
  ORDER BY c.name;
@@ -212,7 +216,7 @@ SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.m
 -- get_schedule --
 SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
        c.tags, c.metadata, c.missed_fire_policy, c.last_enqueued_at, c.created_at,
-       c.updated_at, c.paused_at, c.paused_by, s.deployment
+       c.updated_at, c.paused_at, c.paused_by, s.deployment, s.owner
   FROM awa.cron_jobs c LEFT JOIN awa_beat.schedules s USING (name)
  WHERE c.name = %(name)s;
 
@@ -313,12 +317,85 @@ SELECT count(*) AS total, coalesce(sum(hashtext(name)::bigint), 0) AS fingerprin
 -- get_schedules --
 SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
        c.tags, c.metadata, c.missed_fire_policy, c.last_enqueued_at, c.created_at,
-       c.updated_at, c.paused_at, c.paused_by, s.deployment
+       c.updated_at, c.paused_at, c.paused_by, s.deployment, s.owner
   FROM awa.cron_jobs c LEFT JOIN awa_beat.schedules s USING (name)
  WHERE c.name = ANY(%(names)s);
 
 -- owned_names --
-SELECT name FROM awa_beat.schedules WHERE deployment = %(deployment)s ORDER BY name;
+-- The names in ``deployment``'s beat_schedule when it last synced them (not those
+-- written at run time, which no configuration owns).
+SELECT name FROM awa_beat.schedules
+ WHERE deployment = %(deployment)s AND owner = 'config'
+ ORDER BY name;
+
+-- runtime_owned_names --
+-- Which of the given names were written at run time (beat's sync leaves those alone).
+SELECT name FROM awa_beat.schedules
+ WHERE owner = 'runtime' AND name = ANY(%(names)b::text[])
+ ORDER BY name;
+
+-- lock_schedules --
+-- The stored rows among the given names, with their owner, locked until the end of
+-- the transaction: a runtime write checks the owner and writes on what it checked.
+-- JSON as text: the caller's connection may decode JSON its own way.
+SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args::text AS args, c.priority,
+       c.max_attempts, c.tags, c.metadata::text AS metadata, c.missed_fire_policy, c.last_enqueued_at, c.created_at,
+       c.updated_at, c.paused_at, c.paused_by, s.deployment, s.owner
+  FROM awa.cron_jobs c LEFT JOIN awa_beat.schedules s USING (name)
+ WHERE c.name = ANY(%(names)b::text[])
+   FOR UPDATE OF c;
+
+-- upsert_runtime_schedules --
+-- A write of the Python API or `awa-beat add/edit`, in one round trip: the rows become
+-- owner 'runtime'. With %(replace)s false an existing name is left alone (the caller
+-- counts what was written). A new row's cursor is the second of the write, so nothing
+-- before it fires. When an existing row's calendar changes (expression or zone) its
+-- cursor moves forward to that second too: the new calendar never fires a time from
+-- before the change. clock_timestamp(), not now(): the caller's transaction may have
+-- begun long before this statement, and a cursor or updated_at of its start would
+-- fire too early or fall behind the leader's refresh window.
+WITH input AS (
+    SELECT name, cron_expr, timezone, kind, queue, args::jsonb AS args, priority,
+           max_attempts,
+           ARRAY(SELECT jsonb_array_elements_text(tags::jsonb)) AS tags,
+           metadata::jsonb AS metadata, missed_fire_policy
+      FROM unnest(%(names)b::text[], %(cron_exprs)b::text[], %(timezones)b::text[],
+                  %(kinds)b::text[], %(queues)b::text[], %(args)b::text[],
+                  %(priorities)b::smallint[], %(max_attempts)b::smallint[],
+                  %(tags)b::text[], %(metadata)b::text[], %(policies)b::text[])
+           AS r(name, cron_expr, timezone, kind, queue, args, priority, max_attempts,
+                tags, metadata, missed_fire_policy)
+), written AS (
+    INSERT INTO awa.cron_jobs AS c (
+           name, cron_expr, timezone, kind, queue, args, priority, max_attempts, tags,
+           metadata, missed_fire_policy, last_enqueued_at, updated_at)
+    SELECT name, cron_expr, timezone, kind, queue, args, priority, max_attempts, tags,
+           metadata, missed_fire_policy, date_trunc('second', clock_timestamp()),
+           clock_timestamp()
+      FROM input
+    ON CONFLICT (name) DO UPDATE
+       SET cron_expr = EXCLUDED.cron_expr, timezone = EXCLUDED.timezone,
+           kind = EXCLUDED.kind, queue = EXCLUDED.queue, args = EXCLUDED.args,
+           priority = EXCLUDED.priority, max_attempts = EXCLUDED.max_attempts,
+           tags = EXCLUDED.tags, metadata = EXCLUDED.metadata,
+           missed_fire_policy = EXCLUDED.missed_fire_policy,
+           last_enqueued_at = CASE
+               WHEN (c.cron_expr, c.timezone) IS DISTINCT FROM
+                    (EXCLUDED.cron_expr, EXCLUDED.timezone)
+               THEN GREATEST(c.last_enqueued_at, EXCLUDED.last_enqueued_at)
+               ELSE c.last_enqueued_at END,
+           updated_at = clock_timestamp()
+     WHERE %(replace)s::boolean
+    RETURNING c.name, (xmax = 0) AS inserted
+), owned AS (
+    INSERT INTO awa_beat.schedules AS s (name, deployment, owner)
+    SELECT name, %(deployment)s, 'runtime' FROM written
+    ON CONFLICT (name) DO UPDATE
+       SET deployment = EXCLUDED.deployment, owner = 'runtime', registered_at = now()
+)
+SELECT count(*) FILTER (WHERE inserted) AS inserted,
+       count(*) FILTER (WHERE NOT inserted) AS updated
+  FROM written;
 
 -- recent_jobs --
 SELECT id, kind, queue, args, state::text AS state, metadata, created_at

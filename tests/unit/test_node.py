@@ -288,3 +288,16 @@ def test_a_configuration_the_database_refuses_is_not_retried(clock: FakeClock) -
                         sleep=lambda s: pytest.fail("retried a configuration error"))
     with pytest.raises(ConfigError):
         node.open()
+
+
+def test_a_runtime_row_is_left_alone_and_reported_as_a_conflict(
+        clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
+    cluster = Cluster(clock)
+    cluster.store.add("report", "@every 7s")
+    cluster.store.runtime.add("report")  # written by the Python API
+    caplog.set_level(logging.WARNING, logger="awa_beat")
+    cluster.node("a", {**EVERY_5S, "report": {"task": "t", "schedule": 9}}).open().close()
+    conflicts = [r for r in caplog.records if getattr(r, "action", None) == "schedule.conflict"]
+    assert [r.schedule for r in conflicts] == ["report"]
+    assert cluster.store.rows["report"].cron_expr == "@every 7s"
+    assert not [r for r in caplog.records if getattr(r, "action", None) == "schedule.orphan"]
