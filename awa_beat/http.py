@@ -93,7 +93,13 @@ class _Handler(BaseHTTPRequestHandler):
         endpoint = self.server.endpoint
         path = self.path.split("?", 1)[0]
         if path == "/metrics":
-            self._reply(200, generate_latest(endpoint.registry), CONTENT_TYPE_LATEST)
+            try:
+                page = generate_latest(endpoint.registry)
+            except Exception:  # a bug in a collector or a source: say so, keep serving
+                logger.exception("http: building /metrics failed")
+                self._reply(500, b"error: building the metrics failed (see the log)\n")
+                return
+            self._reply(200, page, CONTENT_TYPE_LATEST)
         elif path in ("/healthz", "/readyz"):
             probe = liveness if path == "/healthz" else readiness
             ok, why = probe(endpoint.node, endpoint.monotonic())

@@ -383,3 +383,25 @@ def test_json_lines_write_what_json_cannot_hold_as_text() -> None:
     record = logging.LogRecord("awa_beat.x", logging.WARNING, __file__, 1, "m", None, None)
     record.lag = timedelta(seconds=3)
     assert json.loads(JsonFormatter().format(record))["lag"] == "0:00:03"
+
+
+def test_a_failing_source_is_a_500_not_a_dead_endpoint(clock: FakeClock) -> None:
+    cluster = Cluster(clock)
+    node = cluster.node("a", ENTRIES).open()
+    cluster.run([node], 2)
+
+    def broken() -> int:
+        raise RuntimeError("bug")
+
+    registry, collector = registry_for(node, overdue=broken)
+    endpoint = Endpoint(node, registry, host="127.0.0.1", port=0,
+                        monotonic=clock.monotonic).start()
+    host, port = endpoint.address
+    url = f"http://{host}:{port}"
+    try:
+        assert get(url + "/metrics")[0] == 500
+        assert get(url + "/healthz")[0] == 200
+    finally:
+        endpoint.close()
+        collector.close()
+        node.close()
