@@ -285,13 +285,14 @@ class BeatNode:
         self._outage = False
         self._started_at = datetime.now(timezone.utc)
         self.stats = NodeStats()
-        names = sorted(set(self.configured_names()))
-        self.watched = names[:settings.metrics_schedule_limit]
+        # The entries that opt in (options.awa_beat.metrics), else all; by name, bounded.
+        chosen = sorted({s.name for s in specs if s.metrics}) or sorted({s.name for s in specs})
+        self.watched = chosen[:settings.metrics_schedule_limit]
         """The schedules with series of their own in the metrics (a bounded set)."""
-        if len(names) > len(self.watched) > 0:
+        if len(chosen) > len(self.watched) > 0:
             logger.info("beat: per-schedule metrics for the first %d of %d schedules by "
                         "name (awa_beat_metrics_schedule_limit)", len(self.watched),
-                        len(names))
+                        len(chosen))
 
     def __repr__(self) -> str:
         return f"<BeatNode {self.identity} {self.status().role}>"

@@ -15,7 +15,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from awa_beat.config import Settings
-from awa_beat.errors import ConfigError, EndpointError
+from awa_beat.errors import ConfigError, EndpointError, ValidationError
 from awa_beat.http import CONTACT_WINDOW, Endpoint, liveness, readiness
 from awa_beat.logs import JsonFormatter, event
 from awa_beat.metrics import BeatCollector, Refresher, registry_for
@@ -99,6 +99,18 @@ def test_per_schedule_series_are_bounded_by_the_limit(clock: FakeClock) -> None:
     assert shown == {"five", "minutely"}  # the first two by name, not "zeta"
     collector.close()
     node.close()
+
+
+def test_entries_that_opt_in_are_the_ones_with_series(clock: FakeClock) -> None:
+    cluster = Cluster(clock)
+    entries = {**ENTRIES, "zeta": {**ENTRIES["zeta"],
+                                   "options": {"awa_beat": {"metrics": True}}}}
+    node = cluster.node("a", entries).open()
+    assert node.watched == ["zeta"]
+    node.close()
+    with pytest.raises(ValidationError, match=r"options\.awa_beat\.metrics"):
+        cluster.node("b", {"x": {"task": "t", "schedule": 5,
+                                 "options": {"awa_beat": {"metrics": "yes"}}}})
 
 
 def test_pauses_database_errors_and_coalesced_fires(clock: FakeClock) -> None:
