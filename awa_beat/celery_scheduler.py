@@ -22,7 +22,7 @@ from .config import Settings, redact, resolve_database_url
 from .embedded import default_data_dir
 from .engine import utcnow
 from .errors import AwaBeatError, SessionLockUnsupported
-from .logs import event
+from .logs import event, use_json
 from .node import BeatNode, NodeHooks
 from .spec import specs_from_beat_schedule
 
@@ -87,6 +87,9 @@ class Scheduler(beat.Scheduler):
             _refuse(f"invalid configuration: {exc}")
         self.database_url = self.settings.database_url
         self.node: BeatNode | None = None
+        self.endpoint: Any = None
+        """The metrics and probes endpoint (:class:`awa_beat.http.Endpoint`), if on."""
+        self._collector: Any = None
         self._ticking = False
         self._stopping = False
         """close() was called during a tick (Celery's SIGTERM handler): the tick closes."""
@@ -98,10 +101,17 @@ class Scheduler(beat.Scheduler):
     def setup_schedule(self) -> None:
         Scheduler._setting_up = True
         try:
+            if self.settings.log_format == "json":
+                use_json()  # Celery has set its handlers up by now
             self.node = self._node()
+            if self.settings.http_port is not None:
+                # Before the start-up: probes answer while it syncs or waits for the
+                # database (alive, not ready).
+                self.endpoint = self._endpoint(self.node)
             self.node.open()
         except AwaBeatError as exc:
             # A user mistake or an unreachable database: say so and exit, no traceback.
+            self._close()
             _refuse(f"cannot start: {exc}")
         finally:
             Scheduler._setting_up = False
@@ -119,6 +129,20 @@ class Scheduler(beat.Scheduler):
                   "embedded PostgreSQL in %s, for trying things out only", default_data_dir())
         return BeatNode(settings, specs, database_url=self.database_url, clock=self.clock,
                         make_outbox=self._outbox, hooks=self.hooks)
+
+    def _endpoint(self, node: BeatNode) -> Any:
+        from .http import Endpoint
+        from .metrics import registry_for
+
+        registry, self._collector = registry_for(node, **self.metrics_sources())
+        assert self.settings.http_port is not None
+        return Endpoint(node, registry, host=self.settings.http_bind,
+                        port=self.settings.http_port).start()
+
+    def metrics_sources(self) -> dict[str, Any]:
+        """Keyword arguments of :class:`awa_beat.metrics.BeatCollector`: the pluggable
+        sources (``overdue``, ``outcomes``). None here: the engine's own view."""
+        return {}
 
     def _outbox(self, store: Any) -> Any:
         from .bridge import Bridge, Dispatcher
@@ -138,7 +162,7 @@ class Scheduler(beat.Scheduler):
         finally:
             self._ticking = False
             if self._stopping:
-                self.node.close()
+                self._close()
                 raise SystemExit  # whatever the tick raised or returned: beat is stopping
 
     def close(self) -> None:
@@ -152,8 +176,16 @@ class Scheduler(beat.Scheduler):
             # tick closes everything on its way out instead, a moment later.
             self._stopping = True
             return
+        self._close()
+
+    def _close(self) -> None:
         if self.node is not None:
             self.node.close()
+        if self.endpoint is not None:
+            self.endpoint.close()
+            self.endpoint = None
+        if self._collector is not None:
+            self._collector.close()
 
     def should_sync(self) -> bool:
         return False  # every fire is already durable; there is nothing to save

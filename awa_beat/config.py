@@ -102,6 +102,16 @@ class Settings:
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT
     startup_timeout: float = 300.0
     """Seconds a beat started while the database is unreachable keeps retrying."""
+    http_port: int | None = None
+    """Port of the metrics and probes endpoint (docs/observability.md); None: off."""
+    http_bind: str = "127.0.0.1"
+    """Address that endpoint listens on: loopback unless told otherwise."""
+    log_format: str = "text"
+    """``"json"``: beat's log lines as one JSON object per line."""
+    metrics_schedule_limit: int = 100
+    """Most schedules with series of their own in the metrics (0: none)."""
+    stuck_after: float = 60.0
+    """Seconds past its planned next step after which the loop counts as stuck."""
 
     @classmethod
     def from_app(cls, conf: Any, environ: Mapping[str, str] | None = None,
@@ -140,6 +150,16 @@ class Settings:
                                  defaults.lock_timeout, minimum=2, maximum=3600),
             startup_timeout=_number(get("startup_timeout"), "startup_timeout", float,
                                     defaults.startup_timeout, minimum=0),
+            http_port=_number(get("http_port"), "http_port", int, None, minimum=0,
+                              maximum=65535),
+            http_bind=str(get("http_bind") or defaults.http_bind),
+            log_format=_choice(get("log_format"), "log_format", ("text", "json"))
+            or defaults.log_format,
+            metrics_schedule_limit=_number(get("metrics_schedule_limit"),
+                                           "metrics_schedule_limit", int,
+                                           defaults.metrics_schedule_limit, minimum=0),
+            stuck_after=_number(get("stuck_after"), "stuck_after", float,
+                                defaults.stuck_after, minimum=1),
         )
 
 

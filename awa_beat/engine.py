@@ -31,12 +31,19 @@ from __future__ import annotations
 import heapq
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Protocol
 
 from .errors import ScheduleError, StoreError
-from .fire_times import POLICIES, Calendar, calendar_for, due_fires, next_fire_after
+from .fire_times import (
+    POLICIES,
+    Calendar,
+    calendar_for,
+    due_fires,
+    fires_between,
+    next_fire_after,
+)
 from .logs import event
 from .records import CronState, FireRequest, FireResult, TableState
 
@@ -93,6 +100,44 @@ class _Entry:
 
 
 @dataclass
+class EngineStats:
+    """What the engine did beyond firing, for metrics: read from another thread, so
+    only counters and whole-value replacements."""
+
+    coalesced: int = 0
+    """Missed fire times folded into a later fire under ``coalesce`` (at most the
+    catch-up limit counted per schedule and pass)."""
+    skipped: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SKIP_REASONS, 0))
+    """Fire times due but not fired by this engine, by reason (:data:`SKIP_REASONS`)."""
+    behind: frozenset[str] = frozenset()
+    """Schedules whose last fire hit the catch-up limit: more missed fires are due."""
+    watched: frozenset[str] = frozenset()
+    """Schedules whose last outcome is kept in :attr:`outcomes` (a bounded set)."""
+    outcomes: dict[str, str] = field(default_factory=dict)
+    """The outcome of the last fire of each watched schedule (:data:`OUTCOMES`)."""
+
+
+#: Why a due fire time was not fired here: another evaluator fired it first (or the row
+#: was paused, edited or removed meanwhile), the row is invalid, or the database
+#: refused it (retried a second later).
+SKIP_REASONS = ("concurrent", "invalid", "failed")
+#: The outcome of a schedule's last fire, as beat saw it.
+OUTCOMES = ("fired", *SKIP_REASONS)
+
+
+@dataclass(frozen=True)
+class Census:
+    """The rows the engine holds, counted at one instant."""
+
+    total: int
+    paused: int
+    invalid: int
+    """Rows that cannot fire: a bad expression, zone or policy, or a job Awa would reject."""
+    overdue: int
+    """Rows whose next fire time is further in the past than the census's grace."""
+
+
+@dataclass
 class PassReport:
     """What one pass did, for logs and tests."""
 
@@ -130,6 +175,9 @@ class Engine:
         """Next due instants by calendar and cursor, while rows are applied in bulk."""
         self.last_lag: float | None = None
         """Seconds between the latest fire time of the last firing pass and its start."""
+        self.stats = EngineStats()
+        self._retrying: set[str] = set()
+        """Schedules put off by a failed fire (their heap instant is not their fire time)."""
 
     # -- loading -----------------------------------------------------------------------------
 
@@ -305,11 +353,13 @@ class Engine:
         now = self.clock()
         now_epoch = now.timestamp()
         requests: list[FireRequest] = []
+        folded: dict[str, int] = {}
+        """Fire times each coalesced request folds into its fire."""
         while len(requests) < FIRE_BATCH:
             self._drop_stale()
             if not self._heap or self._heap[0][0] > now_epoch:
                 break
-            _, name = heapq.heappop(self._heap)
+            due, name = heapq.heappop(self._heap)
             entry = self._entries[name]
             entry.due = None
             row = entry.row
@@ -318,6 +368,13 @@ class Engine:
                               created_at=row.created_at, now=now,
                               policy=row.missed_fire_policy, limit=self.catch_up_limit)
             if fires:
+                if (row.missed_fire_policy == "coalesce" and row.last_enqueued_at is not None
+                        and (fires[-1].timestamp() > due or name in self._retrying)):
+                    # Only where fire times may have been missed: the first due one is
+                    # earlier, or the fire was put off by an error.
+                    folded[name] = len(fires_between(
+                        entry.calendar, row.last_enqueued_at, fires[-1],
+                        self.catch_up_limit)) - 1
                 requests.append(FireRequest(name, row.last_enqueued_at, fires))
             else:
                 self._schedule(entry)
@@ -329,21 +386,30 @@ class Engine:
             # Nothing was fired: try these again shortly, not at the next full reload.
             for request in requests:
                 self._schedule(self._entries[request.name], at=now_epoch + RETRY_DELAY)
+                self._retrying.add(request.name)
             raise
         self.last_lag = now_epoch - max(r.fire_times[-1].timestamp() for r in requests)
-        self._after_fire(requests, result, now_epoch)
+        self._after_fire(requests, result, now_epoch, folded)
         if self.on_fired is not None and result.jobs:
             self.on_fired(result)
         return result
 
     def _after_fire(self, requests: list[FireRequest], result: FireResult,
-                    now_epoch: float) -> None:
+                    now_epoch: float, folded: dict[str, int]) -> None:
         fired = {job.name: job.updated_at for job in result.jobs}
+        stats = self.stats
         lost = []
         for request in requests:
             entry = self._entries[request.name]
             if request.name in fired:
-                if len(request.fire_times) >= self.catch_up_limit:
+                self._retrying.discard(request.name)
+                self._outcome(request.name, "fired")
+                stats.coalesced += folded.get(request.name, 0)
+                limited = len(request.fire_times) >= self.catch_up_limit
+                if limited != (request.name in stats.behind):
+                    stats.behind = (stats.behind | {request.name} if limited
+                                    else stats.behind - {request.name})
+                if limited:
                     event(logger, logging.WARNING, "fire.catch_up_limit",
                           "beat: schedule %r hit the catch-up limit of %s fires in one "
                           "pass; the rest follow in the next passes",
@@ -353,20 +419,26 @@ class Engine:
                                     updated_at=fired[request.name] or entry.row.updated_at)
                 self._schedule(entry)
             elif request.name in result.failed:
+                self._skipped(request, "failed")
                 self._report_failed(entry.row, result.failed[request.name])
                 self._schedule(entry, at=now_epoch + RETRY_DELAY)
+                self._retrying.add(request.name)
             else:
                 lost.append(request.name)
         if lost:
             # Another evaluator fired first, or the row was paused, edited or removed
             # meanwhile: take the database's word for it.
             rows = {row.name: row for row in self.store.cron_states_by_name(lost)}
-            expected = {r.name: r.expected for r in requests}
+            by_name = {r.name: r for r in requests}
             for name in lost:
                 row = rows.get(name)
+                expected = by_name[name].expected
+                invalid = (row is not None and row.last_enqueued_at == expected
+                           and row.paused_at is None)
+                self._skipped(by_name[name], "invalid" if invalid else "concurrent")
                 if row is None:
                     self._entries.pop(name, None)
-                elif row.last_enqueued_at == expected[name] and row.paused_at is None:
+                elif invalid:
                     # Unchanged and not paused, yet not fired: its job breaks Awa's limits
                     # (priority 1-4, at most 20 tags, kind and queue at most 200 characters).
                     self._report_invalid(row, "its job would break Awa's limits (priority 1-4, "
@@ -375,7 +447,36 @@ class Engine:
                 else:
                     self._set(row)
 
+    def _skipped(self, request: FireRequest, reason: str) -> None:
+        self.stats.skipped[reason] += len(request.fire_times)
+        self._outcome(request.name, reason)
+
+    def _outcome(self, name: str, outcome: str) -> None:
+        if name in self.stats.watched:
+            self.stats.outcomes[name] = outcome
+
     # -- introspection -----------------------------------------------------------------------
+
+    def census(self, overdue_after: float) -> Census:
+        """Count the rows held: paused, invalid, and overdue (next fire more than
+        ``overdue_after`` seconds ago). Safe from another thread: it walks a copy."""
+        entries = list(self._entries.values())  # one C-level copy: no resize under us
+        before = self._now_epoch() - overdue_after
+        paused = invalid = overdue = 0
+        for entry in entries:
+            if entry.calendar is None:
+                invalid += 1
+            elif entry.row.paused_at is not None:
+                paused += 1
+            elif entry.due is not None and entry.due < before:
+                overdue += 1
+        return Census(len(entries), paused, invalid, overdue)
+
+    def schedule(self, name: str) -> tuple[CronState, float | None] | None:
+        """The row held for ``name`` and the epoch second of its next due fire (None:
+        paused, invalid or no further fire), or None if no such row is held."""
+        entry = self._entries.get(name)
+        return None if entry is None else (entry.row, entry.due)
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -86,6 +86,10 @@ class SessionLockUnsupported(StoreError):
     """Session advisory locks do not hold on this connection (transaction pooling?)."""
 
 
+class EndpointError(ConfigError):
+    """The metrics and probes endpoint cannot listen where it was told to."""
+
+
 class BrokerError(AwaBeatError):
     """The broker refused, dropped or did not confirm a batch (or cannot be reached)."""
 

@@ -7,11 +7,16 @@ search for (a leadership change, a fire batch, a skip, an outage, a refusal) is 
 with :func:`event`, which puts a stable ``action`` (``"leader.won"``, ``"fire"``) and its
 fields on the record: handlers and JSON formatters read ``record.action``, tests assert
 on it, and the message stays free to change.
+
+With ``awa_beat_log_format = "json"`` the handlers are given :class:`JsonFormatter`,
+which writes each record, action and fields included, as one JSON object per line.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+from datetime import datetime, timezone
 from typing import Any
 
 #: LogRecord's own attributes: a field of that name would make logging raise.
@@ -32,3 +37,45 @@ def event(logger: logging.Logger, level: int, action: str, msg: str, *args: Any,
     if logger.isEnabledFor(level):
         logger.log(level, msg, *args, exc_info=exc_info, stacklevel=2,
                    extra={"action": action, **fields})
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ``time`` (UTC, ISO 8601, milliseconds), ``level``,
+    ``logger``, ``message``, then the event's ``action`` and fields (see :func:`event`)
+    and any other ``extra`` a record carries; ``exc_info`` as ``exception``.
+
+    Values JSON cannot hold (datetimes, exceptions) are written as their ``str()``.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, timezone.utc)
+            .isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in record.__dict__.items():
+            if key not in _RESERVED and not key.startswith("_") and key not in out:
+                out[key] = value
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            out["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(out, default=str, ensure_ascii=False)
+
+
+def use_json(*loggers: logging.Logger) -> int:
+    """Switch every handler of ``loggers`` (default: the root logger, where Celery's
+    handlers are, and ``awa_beat``) to :class:`JsonFormatter`; how many were switched.
+    Where none has a handler, one writing to stderr is added to the root logger."""
+    targets = loggers or (logging.getLogger(), logging.getLogger("awa_beat"))
+    handlers = {id(h): h for lg in targets for h in lg.handlers}
+    if not handlers:
+        handler = logging.StreamHandler()
+        logging.getLogger().addHandler(handler)
+        handlers = {id(handler): handler}
+    formatter = JsonFormatter()
+    for handler in handlers.values():
+        handler.setFormatter(formatter)
+    return len(handlers)

@@ -22,21 +22,23 @@ hooks), so the node's timing is tested in the unit tier against
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import logging
 import random
 import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
 from .config import Settings, celery_dispatch_refused
 from .engine import Engine, EngineStore, utcnow
 from .errors import AwaBeatError, DatabaseUnavailable, SchemaError, StoreError
+from .fire_times import parse_iso
 from .logs import event
-from .records import Fence, FireResult
+from .records import Contact, Fence, FireResult
 from .spec import ScheduleSpec
 from .store import SyncBatch
 
@@ -60,6 +62,9 @@ RESYNC_SLICE = 2000
 STANDBY_REFRESH_INTERVAL = 5.0
 #: Longest sleep after a database error before the next attempt.
 MAX_RETRY_WAIT = 1.0
+#: Upper bounds (seconds) of the fire-lag histogram's buckets.
+LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+               300.0, 3600.0)
 
 
 class Deadline:
@@ -130,12 +135,36 @@ class NodeStatus:
     database_ok: bool
 
 
+@dataclass
+class NodeStats:
+    """What a node counts for its metrics. Written by the loop's thread only and read
+    by the scrape's: counters and whole-value assignments, no lock."""
+
+    fires: int = 0
+    """Jobs fired by this process."""
+    lag_counts: list[int] = field(default_factory=lambda: [0] * (len(LAG_BUCKETS) + 1))
+    """Fires per lag bucket (LAG_BUCKETS, then one past the last bound); not cumulative."""
+    lag_sum: float = 0.0
+    won: int = 0
+    lost: int = 0
+    last_pass_at: float | None = None
+    """Monotonic seconds of the end of the last engine pass that succeeded."""
+    back_by: float | None = None
+    """Monotonic seconds by which the loop said it would take its next step (None: not
+    started); ``/healthz`` fails once the loop is far past it."""
+
+    def observe_lag(self, seconds: float) -> None:
+        self.lag_counts[bisect.bisect_left(LAG_BUCKETS, seconds)] += 1
+        self.lag_sum += seconds
+
+
 class NodeStore(EngineStore, Protocol):
     """What the node needs of a store, beyond the engine's needs
     (:class:`awa_beat.store.Store`, :class:`awa_beat.testing.MemoryStore`)."""
 
     origin: str
     awa_owned: bool
+    contact: Contact
 
     @property
     def change_channel(self) -> str | None: ...
@@ -256,6 +285,15 @@ class BeatNode:
         self._leading = False
         self._outage = False
         self._started_at = datetime.now(timezone.utc)
+        self.stats = NodeStats()
+        # The entries that opt in (options.awa_beat.metrics), else all; by name, bounded.
+        chosen = sorted({s.name for s in specs if s.metrics}) or sorted({s.name for s in specs})
+        self.watched = chosen[:settings.metrics_schedule_limit]
+        """The schedules with series of their own in the metrics (a bounded set)."""
+        if len(chosen) > len(self.watched) > 0:
+            logger.info("beat: per-schedule metrics for the first %d of %d schedules by "
+                        "name (awa_beat_metrics_schedule_limit)", len(self.watched),
+                        len(chosen))
 
     def __repr__(self) -> str:
         return f"<BeatNode {self.identity} {self.status().role}>"
@@ -272,6 +310,8 @@ class BeatNode:
         any other error (a configuration the database refuses) is raised at once.
         """
         give_up = self._monotonic() + self.settings.startup_timeout
+        # Alive while it starts: retries end within the start-up timeout.
+        self.stats.back_by = give_up
         attempt = 0
         while True:
             attempt += 1
@@ -318,6 +358,7 @@ class BeatNode:
         self._sync_all()
         self.engine = Engine(store, catch_up_limit=settings.catch_up_limit,
                              clock=self.clock, on_fired=self._on_fired)
+        self.engine.stats.watched = frozenset(self.watched)
 
     def close(self) -> None:
         """Close the outbox, resign, say goodbye in the heartbeat table, close the
@@ -340,6 +381,11 @@ class BeatNode:
     def closed(self) -> bool:
         return self.store is None
 
+    @property
+    def elected_once(self) -> bool:
+        """Whether the node has stood for election at least once (its role is known)."""
+        return self._elected_once
+
     def status(self) -> NodeStatus:
         leading = bool(self.leadership is not None and self.leadership.is_leader)
         since = None
@@ -359,6 +405,11 @@ class BeatNode:
         errors are reported once per outage and retried; an error that makes running
         pointless (session locks that do not hold) is raised, with the node closed.
         """
+        wait = self._step(now)
+        self.stats.back_by = self._monotonic() + wait
+        return wait
+
+    def _step(self, now: float | None) -> float:
         if self.store is None:
             return MAX_RETRY_WAIT  # closed (a caller may tick once more on its way out)
         assert self.leadership is not None and self.engine is not None
@@ -381,6 +432,7 @@ class BeatNode:
         try:
             self._resync_slice(now)
             self.engine.run_pass()
+            self.stats.last_pass_at = self._monotonic()
             more = self._dispatch(now)
         except StoreError as exc:
             return self._store_failed(exc)
@@ -423,6 +475,7 @@ class BeatNode:
         self.timers.heartbeat.expire()  # tell `awa-beat status` of the new leader now
         self._listen()  # before the refresh, so no change falls between the two
         self._leading = True
+        self.stats.won += 1
         if self.outbox is not None:
             # Publish only under this lock (the last leader may have left jobs
             # unpublished: the outbox looks at once).
@@ -433,6 +486,7 @@ class BeatNode:
     def _lost(self) -> None:
         """Leadership ended (a failed ping or wait): publish nothing more."""
         self._leading = False
+        self.stats.lost += 1
         if self.outbox is not None:
             self.outbox.stand_down()
 
@@ -466,6 +520,7 @@ class BeatNode:
             wait = min(wait, timers.outbox_check.left(now), self.outbox.next_wake() - now)
         # Our own writes are passed over: the engine holds what it fired, the outbox
         # knows its own jobs are pending, and a resync that changed rows said so above.
+        self.stats.back_by = now + wait
         changed = {table for table, _, origin in
                    (payload.partition(" ") for payload in self.leadership.wait(wait))
                    if origin != self.store.origin}
@@ -571,6 +626,15 @@ class BeatNode:
         return min(self.settings.election_interval, MAX_RETRY_WAIT)
 
     def _on_fired(self, result: FireResult) -> None:
+        stats = self.stats
+        stats.fires += len(result.jobs)
+        now = self.clock().timestamp()
+        epochs: dict[str, float] = {}  # a burst shares few fire times: parse each once
+        for job in result.jobs:
+            at = epochs.get(job.fire_time)
+            if at is None:
+                at = epochs[job.fire_time] = parse_iso(job.fire_time).timestamp()
+            stats.observe_lag(max(0.0, now - at))
         if logger.isEnabledFor(logging.INFO):
             for job in result.jobs:
                 event(logger, logging.INFO, "fire", "beat: fired %s for %s (job %s)",

@@ -4,7 +4,7 @@ layer: plain data, no database and no Celery.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -108,3 +108,55 @@ class Fence:
 
     backend_pid: int
     lock_key: int
+
+
+class Contact:
+    """When a store last reached its database, and when it last failed to: what
+    ``/readyz`` and the database metrics read, from another thread, without a query.
+
+    Written by the thread that ran the operation, read by any: single attribute
+    assignments, so a reader sees each value whole.
+    """
+
+    __slots__ = ("clock", "errors", "failed_at", "ok_at")
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self.ok_at: float | None = None
+        """Monotonic seconds of the last operation that reached the database."""
+        self.failed_at: float | None = None
+        """Monotonic seconds of the last operation that failed on a database error."""
+        self.errors = 0
+        """Operations that failed on a database error (either kind), since the store
+        was made."""
+
+    def ok(self) -> None:
+        self.ok_at = self.clock()
+
+    def failed(self) -> None:
+        """The database could not be reached (or the connection was lost)."""
+        self.errors += 1
+        self.failed_at = self.clock()
+
+    def refused(self) -> None:
+        """The database answered with an error."""
+        self.errors += 1
+        self.ok_at = self.clock()
+
+    @property
+    def reachable(self) -> bool:
+        """Whether the latest operation reached the database (False before any)."""
+        return self.ok_at is not None and (self.failed_at is None
+                                           or self.ok_at > self.failed_at)
+
+
+@dataclass(frozen=True)
+class OutboxStats:
+    """What the dispatch bridge has done, for metrics."""
+
+    published: int
+    """Messages the broker accepted."""
+    publish_errors: int
+    """Failed attempts to publish (each is retried with back-off)."""
+    broker_up: bool
+    """False while publishing fails (an outage), True otherwise."""

@@ -17,6 +17,7 @@ Where things go in an entry (a normal Celery ``beat_schedule`` entry)::
                 "queue": "default", "priority": 2,  # Awa's job fields
                 "max_attempts": 25, "tags": [], "metadata": {},
                 "dispatch": "celery",               # or "awa"; default: awa_beat_dispatch
+                "metrics": True,                    # series of its own (observability.md)
             },
         },
     }
@@ -58,7 +59,7 @@ from .fire_times import POLICIES, interval_expression
 #: Keys of ``options["awa_beat"]``.
 AWA_BEAT_OPTION = "awa_beat"
 _AWA_KEYS = {"timezone", "missed_fire_policy", "queue", "priority", "max_attempts", "tags",
-             "metadata", "dispatch"}
+             "metadata", "dispatch", "metrics"}
 #: Who runs a fired job: a Celery worker (through the dispatch bridge) or an Awa worker.
 DISPATCHES = ("celery", "awa")
 #: Metadata keys written on every fired job; a user value would be overwritten.
@@ -84,6 +85,8 @@ class ScheduleSpec:
     tags: tuple[str, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
     dispatch: str = "awa"
+    metrics: bool = False
+    """Series of its own in this beat's metrics (not stored: each beat's own choice)."""
 
     def row(self, deployment: str | None = None) -> dict[str, Any]:
         """The ``awa.cron_jobs`` columns this spec syncs to.
@@ -224,6 +227,9 @@ def _convert(name: Any, entry: Any, default_tz: str, default_dispatch: str,
     if dispatch not in DISPATCHES:
         problems.add(label, "options.awa_beat.dispatch",
                      f"{dispatch!r} is not a dispatch; use 'celery' or 'awa'")
+    metrics = awa.get("metrics", False)
+    if not isinstance(metrics, bool):
+        problems.add(label, "options.awa_beat.metrics", "must be True or False")
     policy = awa.get("missed_fire_policy", "coalesce")
     if policy not in POLICIES:
         problems.add(label, "options.awa_beat.missed_fire_policy",
@@ -264,7 +270,7 @@ def _convert(name: Any, entry: Any, default_tz: str, default_dispatch: str,
         name=name, kind=task, cron_expr=cron_expr, timezone=tz, args=args,
         kwargs=dict(kwargs), options=options, missed_fire_policy=policy, queue=queue,
         priority=int(priority), max_attempts=int(max_attempts), tags=tuple(tags),
-        metadata=dict(metadata), dispatch=dispatch,
+        metadata=dict(metadata), dispatch=dispatch, metrics=metrics,
     )
 
 

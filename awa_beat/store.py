@@ -15,6 +15,7 @@ import logging
 import os
 import socket
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from . import schema
 from .config import redact
 from .errors import DatabaseUnavailable, NotFound, SchemaError, StoreError, first_line
 from .records import (
+    Contact,
     CronState,
     Fence,
     FiredJob,
@@ -152,6 +154,8 @@ class Store:
             name="awa-beat",
         )
         self.awa_owned = False
+        self.contact = Contact(time.monotonic)
+        """When an operation last reached the database, or failed to (``/readyz``)."""
 
     @property
     def change_channel(self) -> str | None:
@@ -205,7 +209,17 @@ class Store:
                 yield conn
         except (PoolTimeout, PoolClosed) as exc:
             # No connection could be had (the database is down, or the store was closed).
+            self.contact.failed()
             raise DatabaseUnavailable(f"no database connection: {first_line(exc)}") from exc
+        except (DatabaseUnavailable, psycopg.OperationalError, psycopg.InterfaceError):
+            self.contact.failed()
+            raise
+        except (StoreError, psycopg.Error):
+            # A refused statement came back from a server that answers: an error, but
+            # the database is reachable.
+            self.contact.refused()
+            raise
+        self.contact.ok()
 
     def _on(self, conn: psycopg.Connection | None) -> AbstractContextManager[psycopg.Connection]:
         """The caller's ``conn`` (its statement joins the caller's transaction, if one is
@@ -507,6 +521,16 @@ class Store:
         with self._conn() as conn, wrap_errors("counting unpublished jobs"):
             row = conn.execute(queries["count_all_pending_celery_jobs"]).fetchone()
         return int(row[0]) if row else 0
+
+    def outbox_stats(self, deployment: str) -> tuple[int, float | None]:
+        """``deployment``'s jobs waiting for the broker, and the age in seconds (by the
+        database's clock) of the oldest of them, or None when there is none."""
+        if self.awa_owned:
+            return 0, None
+        with self._conn() as conn, wrap_errors("reading the outbox's backlog"):
+            row = conn.execute(queries["outbox_stats"], {"deployment": deployment}).fetchone()
+        backlog, oldest, db_now = row
+        return int(backlog), None if oldest is None else (db_now - oldest).total_seconds()
 
     def database_clock(self) -> datetime:
         with self._conn() as conn, wrap_errors("reading the database clock"):

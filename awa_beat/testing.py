@@ -25,7 +25,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from .errors import DatabaseUnavailable, SchemaError
-from .records import CronState, FiredJob, FireRequest, FireResult, SyncResult, TableState
+from .records import Contact, CronState, FiredJob, FireRequest, FireResult, SyncResult, TableState
 from .sql import queries
 from .store import Store, SyncBatch
 
@@ -219,16 +219,22 @@ class MemoryStore:
         self.runtime: set[str] = set()
         """Names written at run time: sync leaves them alone."""
         self.jobs: list[FiredJob] = []
-        self.beats: dict[str, dict[str, Any]] = {}
+        self.heartbeats: dict[str, dict[str, Any]] = {}
         self.down: str | None = None
         self.opened = self.migrated = False
         self.calls: list[str] = []
         """The name of every method called, in order (for tests of who asks what)."""
+        # On the node's monotonic scale: a FakeClock's, else the real one.
+        self.contact = Contact(getattr(clock, "monotonic", time.monotonic))
+        self.outbox: tuple[int, float | None] = (0, None)
+        """What :meth:`outbox_stats` answers."""
 
     def _call(self, what: str) -> None:
         self.calls.append(what)
         if self.down is not None:
+            self.contact.failed()
             raise DatabaseUnavailable(f"{what} failed: {self.down}")
+        self.contact.ok()
 
     # -- life --------------------------------------------------------------------------
 
@@ -343,11 +349,20 @@ class MemoryStore:
 
     def heartbeat(self, **beat: Any) -> None:
         self._call("heartbeat")
-        self.beats[beat["identity"]] = beat
+        self.heartbeats[beat["identity"]] = beat
 
     def beat_gone(self, identity: str) -> None:
         self._call("beat_gone")
-        self.beats.pop(identity, None)
+        self.heartbeats.pop(identity, None)
+
+    def beats(self) -> list[dict[str, Any]]:
+        """The heartbeats, as :meth:`awa_beat.store.Store.beats` lists them (all recent)."""
+        self._call("beats")
+        return list(self.heartbeats.values())
+
+    def outbox_stats(self, deployment: str) -> tuple[int, float | None]:
+        self._call("outbox_stats")
+        return self.outbox
 
     def fired(self, name: str) -> list[str]:
         """The fire times of ``name``'s jobs, in order."""

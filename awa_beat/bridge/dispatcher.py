@@ -21,7 +21,7 @@ import time
 
 from ..errors import StoreError
 from ..logs import event
-from ..records import Fence
+from ..records import Fence, OutboxStats
 from .outbox import Bridge
 
 logger = logging.getLogger(__name__)
@@ -81,6 +81,9 @@ class Dispatcher:
 
     def purge(self) -> int:
         return 0  # the thread purges
+
+    def stats(self) -> OutboxStats:
+        return self.bridge.stats()
 
     def close(self) -> None:
         """Stop the thread once the batch under way is confirmed and marked (at most

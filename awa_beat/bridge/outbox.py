@@ -18,7 +18,7 @@ from typing import Any
 
 from ..errors import BrokerError, StoreError, first_line
 from ..logs import event
-from ..records import Fence
+from ..records import Fence, OutboxStats
 from ..store import Store
 from .messages import MessageBuilder, Prepared
 from .publisher import Publisher
@@ -100,6 +100,8 @@ class Bridge:
         """Where the next drain starts: the key after the last job a drain published."""
         self._marks: list[Future[int]] = []
         self._failures = 0
+        self._published = 0
+        self._publish_errors = 0
         self._retry_at = 0.0
         self._next_purge = 0.0
         self._fence: Fence | None = None
@@ -136,6 +138,10 @@ class Bridge:
         self._publisher.close()
         self._marker.stop()
         self._messages.close()
+
+    def stats(self) -> OutboxStats:
+        """Counters for metrics (safe to read from any thread)."""
+        return OutboxStats(self._published, self._publish_errors, self._failures == 0)
 
     # -- the loop's entry point --------------------------------------------------------------
 
@@ -237,6 +243,7 @@ class Bridge:
         # Not cut short by stand_down(): a batch on its way is better confirmed and
         # marked, or the next leader publishes it again.
         self._publisher.wait(mark)
+        self._published += len(batch)
         event(logger, logging.DEBUG, "bridge.published",
               "bridge: the broker accepted %d message(s)", len(batch), count=len(batch))
         self._marks.append(self._marker.submit([m.job_id for m in batch],
@@ -265,6 +272,7 @@ class Bridge:
                   "awa.jobs and will be published in order when it is back",
                   first_line(exc), error=first_line(exc))
         self._failures += 1
+        self._publish_errors += 1
         delay = min(30.0, 2.0 ** (self._failures - 1))
         self._retry_at = time.monotonic() + delay
         logger.debug("bridge: retrying in %.0f s", delay)

@@ -476,6 +476,14 @@ SELECT b.*, now() - b.seen_at AS age,
  WHERE b.seen_at > now() - %(window)s::interval
  ORDER BY b.role, b.identity;
 
+-- outbox_stats --
+-- The metrics' view of one deployment's outbox: how many jobs wait for the broker and
+-- when the oldest of them was fired. Reads the pending jobs' partial index.
+SELECT count(*) AS backlog, min(created_at) AS oldest, statement_timestamp() AS db_now
+  FROM awa.jobs
+ WHERE state = 'available' AND (metadata -> 'celery' ->> 'dispatch') = 'celery'
+   AND (metadata -> 'celery' ->> 'deployment') = %(deployment)s;
+
 -- count_all_pending_celery_jobs --
 SELECT count(*) FROM awa.jobs
  WHERE state = 'available' AND (metadata -> 'celery' ->> 'dispatch') = 'celery';

@@ -152,7 +152,7 @@ def test_heartbeats_every_interval_with_the_role(clock: FakeClock) -> None:
     a = cluster.node("a", EVERY_5S).open()
     b = cluster.node("b", EVERY_5S).open()
     cluster.run([a, b], 2)
-    beats = cluster.store.beats
+    beats = cluster.store.heartbeats
     assert {k: v["role"] for k, v in beats.items()} == {"h:1": "leader", "h:2": "standby"}
     assert beats["h:1"]["leader_since"] is not None and beats["h:2"]["leader_since"] is None
     before = cluster.store.calls.count("heartbeat")

@@ -1,0 +1,65 @@
+"""What the metrics read from a real PostgreSQL: the outbox's figures, and the store's
+record of when it last reached the database."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from awa_beat.errors import DatabaseUnavailable
+from awa_beat.records import FireRequest
+from awa_beat.spec import spec_from_entry
+from awa_beat.store import Store, connect
+
+pytestmark = pytest.mark.integration
+UTC = timezone.utc
+T0 = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=5)
+
+
+@pytest.fixture
+def store(databases) -> Store:
+    s = Store(databases.fresh("standalone")).open()
+    yield s
+    s.close()
+
+
+def register(store: Store, names: list[str], deployment: str, dispatch: str) -> None:
+    entry = {"task": "t.x", "schedule": 60, "options": {"awa_beat": {"dispatch": dispatch}}}
+    store.sync([spec_from_entry(n, entry).row(deployment) for n in names],
+               deployment=deployment)
+    with connect(store.conninfo) as c:
+        c.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s WHERE name = ANY(%s)",
+                  (T0, names))
+
+
+def test_outbox_stats_count_this_deployments_pending_celery_jobs(store: Store) -> None:
+    assert store.outbox_stats("bt") == (0, None)
+    register(store, ["a", "b"], "bt", "celery")
+    register(store, ["c"], "other", "celery")
+    register(store, ["d"], "bt", "awa")  # for Awa workers: not the bridge's
+    fires = [T0 + timedelta(minutes=1), T0 + timedelta(minutes=2)]
+    result = store.fire([FireRequest(n, T0, fires) for n in "abcd"])
+    assert len(result.jobs) == 8
+    with connect(store.conninfo) as c:
+        c.execute("UPDATE awa.jobs SET created_at = now() - interval '90 seconds'"
+                  " WHERE id = (SELECT min(id) FROM awa.jobs)")
+    backlog, age = store.outbox_stats("bt")
+    assert backlog == 4
+    assert age is not None and 90 <= age < 120
+    ids = [j.job_id for j in result.jobs if j.name in "ab"]
+    store.mark_published(ids, [f"task-{i}" for i in ids])
+    assert store.outbox_stats("bt") == (0, None)
+
+
+def test_contact_records_reaching_and_losing_the_database(store: Store) -> None:
+    store.schedules()
+    assert store.contact.reachable and store.contact.errors == 0
+    with connect(store.conninfo) as c:
+        c.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                  " WHERE datname = current_database() AND pid <> pg_backend_pid()")
+    with pytest.raises(DatabaseUnavailable):
+        store.schedules()  # the pooled session was killed under it
+    assert not store.contact.reachable and store.contact.errors == 1
+    store.schedules()  # the pool reconnects
+    assert store.contact.reachable
