@@ -38,6 +38,7 @@ from typing import Protocol
 from .errors import ScheduleError, StoreError
 from .fire_times import POLICIES, Calendar, calendar_for, due_fires, next_fire_after
 from .logs import event
+from .markers import max_runs
 from .records import CronState, FireRequest, FireResult, TableState
 
 logger = logging.getLogger(__name__)
@@ -318,7 +319,8 @@ class Engine:
                               created_at=row.created_at, now=now,
                               policy=row.missed_fire_policy, limit=self.catch_up_limit)
             if fires:
-                requests.append(FireRequest(name, row.last_enqueued_at, fires))
+                requests.append(FireRequest(name, row.last_enqueued_at, fires,
+                                            max_runs(row.cron_expr) is not None))
             else:
                 self._schedule(entry)
         if not requests:
@@ -342,7 +344,7 @@ class Engine:
         lost = []
         for request in requests:
             entry = self._entries[request.name]
-            if request.name in fired:
+            if request.name in fired and not request.limited:
                 if len(request.fire_times) >= self.catch_up_limit:
                     event(logger, logging.WARNING, "fire.catch_up_limit",
                           "beat: schedule %r hit the catch-up limit of %s fires in one "
@@ -359,7 +361,9 @@ class Engine:
                 lost.append(request.name)
         if lost:
             # Another evaluator fired first, or the row was paused, edited or removed
-            # meanwhile: take the database's word for it.
+            # meanwhile: take the database's word for it. So too for a schedule with a
+            # run limit, whether it fired or not: the statement may have fired fewer
+            # runs than asked and retired it, which only the row tells.
             rows = {row.name: row for row in self.store.cron_states_by_name(lost)}
             expected = {r.name: r.expected for r in requests}
             for name in lost:
