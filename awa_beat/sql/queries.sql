@@ -156,15 +156,15 @@ WITH due AS (
                   WITH ORDINALITY AS f(name, fire_time, seq, ord)
 ), limits AS (
     -- Runs left to the schedules with a run limit (their marker ends in " runs=<n>";
-    -- %(limited)s names those the engine saw with one), read from the row itself.
+    -- the limited names are those the engine saw with one), read from the row itself.
     SELECT c.name, greatest((regexp_match(c.cron_expr, ' runs=([0-9]+)$'))[1]::bigint
                             - coalesce(r.runs, 0), 0) AS remaining
       FROM awa.cron_jobs c LEFT JOIN awa_beat.schedule_runs r USING (name)
      WHERE c.name = ANY(%(limited)b::text[]) AND c.cron_expr ~ '^@.* runs=[0-9]+$'
 ), mark AS (
     -- A limited schedule fires at most its remaining runs (its cursor then moves to
-    -- the last of them), and the fire that uses up its last run retires it: paused,
-    -- by %(retired_by)s. One with no run left is retired without a fire.
+    -- the last of them), and the fire that uses up its last run retires it: paused_at
+    -- and paused_by set. One with no run left is retired without a fire.
     UPDATE awa.cron_jobs c
        SET last_enqueued_at = CASE
                WHEN l.remaining IS NULL OR l.remaining >= due.n THEN due.cursor
@@ -211,15 +211,15 @@ WITH due AS (
                   WITH ORDINALITY AS f(name, fire_time, seq, ord)
 ), limits AS (
     -- Runs left to the schedules with a run limit (their marker ends in " runs=<n>";
-    -- %(limited)s names those the engine saw with one), read from the row itself.
+    -- the limited names are those the engine saw with one), read from the row itself.
     SELECT c.name, greatest((regexp_match(c.cron_expr, ' runs=([0-9]+)$'))[1]::bigint
                             - coalesce(r.runs, 0), 0) AS remaining
       FROM awa.cron_jobs c LEFT JOIN awa_beat.schedule_runs r USING (name)
      WHERE c.name = ANY(%(limited)b::text[]) AND c.cron_expr ~ '^@.* runs=[0-9]+$'
 ), mark AS (
     -- A limited schedule fires at most its remaining runs (its cursor then moves to
-    -- the last of them), and the fire that uses up its last run retires it: paused,
-    -- by %(retired_by)s. One with no run left is retired without a fire.
+    -- the last of them), and the fire that uses up its last run retires it: paused_at
+    -- and paused_by set. One with no run left is retired without a fire.
     UPDATE awa.cron_jobs c
        SET last_enqueued_at = CASE
                WHEN l.remaining IS NULL OR l.remaining >= due.n THEN due.cursor
