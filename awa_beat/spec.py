@@ -17,6 +17,8 @@ Where things go in an entry (a normal Celery ``beat_schedule`` entry)::
                 "queue": "default", "priority": 2,  # Awa's job fields
                 "max_attempts": 25, "tags": [], "metadata": {},
                 "dispatch": "celery",               # or "awa"; default: awa_beat_dispatch
+                "start_time": datetime(...),        # bounds, any schedule (see below)
+                "end_time": "2027-01-01T00:00:00Z", "max_runs": 3, "one_off": False,
             },
         },
     }
@@ -38,8 +40,36 @@ Schedules, and how they are stored:
   fires it on another calendar.
 * A string: an Awa cron expression used as-is (5 or 6 fields, seconds first), for
   what crontab cannot say (``L``, ``W``, ``#``, seconds).
-* ``solar``: rejected. Awa cannot evaluate it and it has no cron equivalent, so a
-  shared table could not agree on its fire times.
+* ``solar(event, lat, lon)``: ``@solar <event> <lat> <lon>`` in UTC. Fires at each
+  occurrence of the event as Celery's solar finds it with ephem (days without one are
+  skipped), rounded up to the second; needs ephem (``awa-beat[solar]``).
+* ``awa_beat.calendars.at(instant)``: ``@at <instant> | runs=1`` in UTC. Fires once, at
+  the instant (sub-seconds dropped); the statement that fires it retires it.
+* An rrule (``redbeat.schedules.rrule``, or dateutil's ``rrule``):
+  ``@rrule DTSTART=...;FREQ=...;...`` (RFC 5545 parts). The zone is that of ``dtstart``:
+  an IANA zone goes in the row's time zone (``DTSTART`` is then wall time there), a
+  fixed offset into ``DTSTART``; a naive ``dtstart`` is UTC, as Celery reads naive
+  times. Fires at ``rule.after(last fire)``, as RedBeat does.
+
+Bounds, in ``options["awa_beat"]``, for any schedule but ``at`` (which is one run
+already); a bounded schedule is stored as its marker (an Awa expression as
+``@cron <expr>``) followed by `` | start=<instant> end=<instant> runs=<n>``:
+
+* ``start_time``: no fire before it (an aware datetime or an ISO 8601 string with an
+  offset; rounded up to the second).
+* ``end_time``: no fire after it (rounded down to the second). Not to be confused with
+  the apply_async option ``options["expires"]``, the expiry of each message, which stays
+  as given. django-celery-beat's ``PeriodicTask.expires`` means both: the importer sets
+  ``end_time`` to the second before it and ``options["expires"]`` to it; its
+  ``expire_seconds`` is the message expiry only.
+* ``max_runs``: at most this many runs in all, counted in the database
+  (``awa_beat.schedule_runs``) by the statement that fires; the fire of the last run
+  retires the row (paused, by ``awa-beat: retired (its last run fired)``).
+* ``one_off: True``: django-celery-beat's one_off, run once and then disabled; the same
+  as ``max_runs: 1``.
+
+Every marker starts with ``@`` and is none of Awa's aliases, so Awa's parser rejects it
+and an Awa leader sharing the table never fires such a row (see :mod:`awa_beat.markers`).
 """
 
 from __future__ import annotations
