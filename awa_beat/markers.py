@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone, tzinfo
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .errors import InvalidCronExpression, ScheduleError
@@ -522,17 +522,3 @@ def parse_marker(cron_expr: str, zone: str, base: Any) -> Any:
     return BoundedCalendar(calendar,
                            None if bounds.start is None else _epoch(bounds.start),
                            None if bounds.end is None else _epoch(bounds.end))
-
-
-def retired(paused_by: str | None) -> bool:
-    """Whether a row's pause is the retirement the fire statement writes."""
-    return paused_by == RETIRED_BY
-
-
-def as_utc(t: datetime, tz: tzinfo | None = None) -> datetime:
-    """An aware instant in UTC (naive ones are refused unless ``tz`` is given)."""
-    if t.tzinfo is None or t.utcoffset() is None:
-        if tz is None:
-            raise ScheduleError(f"{t.isoformat()} has no time zone; give an aware datetime")
-        t = t.replace(tzinfo=tz)
-    return t.astimezone(UTC)

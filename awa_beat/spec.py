@@ -44,7 +44,8 @@ Schedules, and how they are stored:
   occurrence of the event as Celery's solar finds it with ephem (days without one are
   skipped), rounded up to the second; needs ephem (``awa-beat[solar]``).
 * ``awa_beat.calendars.at(instant)``: ``@at <instant> | runs=1`` in UTC. Fires once, at
-  the instant (sub-seconds dropped); the statement that fires it retires it.
+  the instant (sub-seconds dropped); the statement that fires it retires it. As for any
+  new row, nothing before its registration fires: an instant already past never does.
 * An rrule (``redbeat.schedules.rrule``, or dateutil's ``rrule``):
   ``@rrule DTSTART=...;FREQ=...;...`` (RFC 5545 parts). The zone is that of ``dtstart``:
   an IANA zone goes in the row's time zone (``DTSTART`` is then wall time there), a
