@@ -45,6 +45,7 @@ from .fire_times import (
     next_fire_after,
 )
 from .logs import event
+from .markers import max_runs
 from .records import CronState, FireRequest, FireResult, TableState
 
 logger = logging.getLogger(__name__)
@@ -375,7 +376,8 @@ class Engine:
                     folded[name] = len(fires_between(
                         entry.calendar, row.last_enqueued_at, fires[-1],
                         self.catch_up_limit)) - 1
-                requests.append(FireRequest(name, row.last_enqueued_at, fires))
+                requests.append(FireRequest(name, row.last_enqueued_at, fires,
+                                            max_runs(row.cron_expr) is not None))
             else:
                 self._schedule(entry)
         if not requests:
@@ -405,6 +407,11 @@ class Engine:
                 self._retrying.discard(request.name)
                 self._outcome(request.name, "fired")
                 stats.coalesced += folded.get(request.name, 0)
+                if request.limited:
+                    # The statement may have fired fewer runs than asked and retired the
+                    # row, which only the row tells: re-read below.
+                    lost.append(request.name)
+                    continue
                 limited = len(request.fire_times) >= self.catch_up_limit
                 if limited != (request.name in stats.behind):
                     stats.behind = (stats.behind | {request.name} if limited
@@ -427,7 +434,9 @@ class Engine:
                 lost.append(request.name)
         if lost:
             # Another evaluator fired first, or the row was paused, edited or removed
-            # meanwhile: take the database's word for it.
+            # meanwhile: take the database's word for it. So too for a schedule with a
+            # run limit, whether it fired or not: the statement may have fired fewer
+            # runs than asked and retired it, which only the row tells.
             rows = {row.name: row for row in self.store.cron_states_by_name(lost)}
             by_name = {r.name: r for r in requests}
             for name in lost:
@@ -435,7 +444,8 @@ class Engine:
                 expected = by_name[name].expected
                 invalid = (row is not None and row.last_enqueued_at == expected
                            and row.paused_at is None)
-                self._skipped(by_name[name], "invalid" if invalid else "concurrent")
+                if name not in fired:
+                    self._skipped(by_name[name], "invalid" if invalid else "concurrent")
                 if row is None:
                     self._entries.pop(name, None)
                 elif invalid:

@@ -15,7 +15,9 @@ returned instant is an aware UTC datetime with whole seconds.
 Intervals share Awa's ``awa.cron_jobs`` table, so they are stored as text in ``cron_expr``:
 :func:`interval_expression` writes an equivalent Awa cron expression when the grid is a cron
 pattern in UTC, otherwise the marker ``@every {n}s``, which Awa rejects and therefore never
-fires on a calendar of its own.
+fires on a calendar of its own. The other schedules Awa cannot evaluate (solar, ``at``,
+rrule, any bounded schedule) have markers and calendars of their own in
+:mod:`awa_beat.markers`; :func:`calendar_for` reads them all.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Protocol, runtime_checkable
 
 from awa_beat.cron import CronExpression, load_timezone, local_seconds
 from awa_beat.errors import InvalidCronExpression
+from awa_beat.markers import is_marker, parse_marker
 
 __all__ = [
     "CATCH_UP_LIMIT",
@@ -280,9 +283,10 @@ def every_seconds(cron_expr: str) -> int | None:
 
 
 def calendar_for(cron_expr: str, timezone: str) -> Calendar:
-    """The calendar stored in a ``cron_expr`` / ``timezone`` pair: either ``@every {n}s`` or
-    an Awa cron expression. Raises :class:`InvalidCronExpression` or
-    :class:`~awa_beat.errors.InvalidTimezone`."""
+    """The calendar stored in a ``cron_expr`` / ``timezone`` pair: an Awa cron expression,
+    ``@every {n}s``, or another of awa-beat's markers (:mod:`awa_beat.markers`: solar,
+    ``at``, rrule, bounds). Raises :class:`~awa_beat.errors.ScheduleError` (such as
+    :class:`InvalidCronExpression` or :class:`~awa_beat.errors.InvalidTimezone`)."""
     return _calendar_for(cron_expr, timezone)
 
 
@@ -294,6 +298,8 @@ def _calendar_for(cron_expr: str, timezone: str) -> Calendar:
     seconds = every_seconds(cron_expr)
     if seconds is not None:
         return IntervalCalendar(seconds)
+    if is_marker(cron_expr):
+        return parse_marker(cron_expr, timezone, _calendar_for)
     return CronCalendar(CronExpression.parse(cron_expr), tz)
 
 

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from .markers import RETIRED_BY
+
 
 @dataclass(frozen=True)
 class ScheduleRow:
@@ -36,6 +38,12 @@ class ScheduleRow:
     """``"config"`` (a deployment's beat_schedule), ``"runtime"`` (the Python API or
     ``awa-beat add``), or None for rows awa-beat did not write."""
 
+    @property
+    def retired(self) -> bool:
+        """Its last allowed run fired (an ``at``, one-off or ``max_runs`` schedule): the
+        fire statement paused it, by :data:`awa_beat.markers.RETIRED_BY`."""
+        return self.paused_at is not None and self.paused_by == RETIRED_BY
+
 
 @dataclass(frozen=True)
 class FireRequest:
@@ -48,6 +56,9 @@ class FireRequest:
     name: str
     expected: datetime | None
     fire_times: Sequence[datetime]
+    limited: bool = False
+    """The schedule has a run limit (``runs=`` in its marker): the statement counts its
+    runs and fires no more than are left."""
 
 
 @dataclass(frozen=True)

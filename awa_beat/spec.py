@@ -18,6 +18,8 @@ Where things go in an entry (a normal Celery ``beat_schedule`` entry)::
                 "max_attempts": 25, "tags": [], "metadata": {},
                 "dispatch": "celery",               # or "awa"; default: awa_beat_dispatch
                 "metrics": True,                    # series of its own (observability.md)
+                "start_time": datetime(...),        # bounds, any schedule (see below)
+                "end_time": "2027-01-01T00:00:00Z", "max_runs": 3, "one_off": False,
             },
         },
     }
@@ -39,8 +41,37 @@ Schedules, and how they are stored:
   fires it on another calendar.
 * A string: an Awa cron expression used as-is (5 or 6 fields, seconds first), for
   what crontab cannot say (``L``, ``W``, ``#``, seconds).
-* ``solar``: rejected. Awa cannot evaluate it and it has no cron equivalent, so a
-  shared table could not agree on its fire times.
+* ``solar(event, lat, lon)``: ``@solar <event> <lat> <lon>`` in UTC. Fires at each
+  occurrence of the event as Celery's solar finds it with ephem (days without one are
+  skipped), rounded up to the second; needs ephem (``awa-beat[solar]``).
+* ``awa_beat.calendars.at(instant)``: ``@at <instant> | runs=1`` in UTC. Fires once, at
+  the instant (sub-seconds dropped); the statement that fires it retires it. As for any
+  new row, nothing before its registration fires: an instant already past never does.
+* An rrule (``redbeat.schedules.rrule``, or dateutil's ``rrule``):
+  ``@rrule DTSTART=...;FREQ=...;...`` (RFC 5545 parts). The zone is that of ``dtstart``:
+  an IANA zone goes in the row's time zone (``DTSTART`` is then wall time there), a
+  fixed offset into ``DTSTART``; a naive ``dtstart`` is UTC, as Celery reads naive
+  times. Fires at ``rule.after(last fire)``, as RedBeat does.
+
+Bounds, in ``options["awa_beat"]``, for any schedule but ``at`` (which is one run
+already); a bounded schedule is stored as its marker (an Awa expression as
+``@cron <expr>``) followed by `` | start=<instant> end=<instant> runs=<n>``:
+
+* ``start_time``: no fire before it (an aware datetime or an ISO 8601 string with an
+  offset; rounded up to the second).
+* ``end_time``: no fire after it (rounded down to the second). Not to be confused with
+  the apply_async option ``options["expires"]``, the expiry of each message, which stays
+  as given. django-celery-beat's ``PeriodicTask.expires`` means both: the importer sets
+  ``end_time`` to the second before it and ``options["expires"]`` to it; its
+  ``expire_seconds`` is the message expiry only.
+* ``max_runs``: at most this many runs in all, counted in the database
+  (``awa_beat.schedule_runs``) by the statement that fires; the fire of the last run
+  retires the row (paused, by ``awa-beat: retired (its last run fired)``).
+* ``one_off: True``: django-celery-beat's one_off, run once and then disabled; the same
+  as ``max_runs: 1``.
+
+Every marker starts with ``@`` and is none of Awa's aliases, so Awa's parser rejects it
+and an Awa leader sharing the table never fires such a row (see :mod:`awa_beat.markers`).
 """
 
 from __future__ import annotations
@@ -49,17 +80,29 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
+from .calendars import at
 from .cron import CronExpression, load_timezone
 from .errors import ScheduleError, ValidationError
-from .fire_times import POLICIES, interval_expression
+from .fire_times import POLICIES, calendar_for, interval_expression, parse_iso
+from .markers import (
+    Bounds,
+    at_marker,
+    bounded,
+    ceil_second,
+    floor_second,
+    is_marker,
+    rrule_marker,
+    solar_marker,
+)
 
 #: Keys of ``options["awa_beat"]``.
 AWA_BEAT_OPTION = "awa_beat"
 _AWA_KEYS = {"timezone", "missed_fire_policy", "queue", "priority", "max_attempts", "tags",
-             "metadata", "dispatch", "metrics"}
+             "metadata", "dispatch", "metrics", "start_time", "end_time", "max_runs",
+             "one_off"}
 #: Who runs a fired job: a Celery worker (through the dispatch bridge) or an Awa worker.
 DISPATCHES = ("celery", "awa")
 #: Metadata keys written on every fired job; a user value would be overwritten.
@@ -216,10 +259,15 @@ def _convert(name: Any, entry: Any, default_tz: str, default_dispatch: str,
             problems.add(label, "options.awa_beat.timezone", str(exc))
 
     cron_expr = None
+    bounds = _bounds(label, awa, entry.get("schedule"), problems)
     try:
-        cron_expr, forced_utc = to_cron_expression(entry.get("schedule"))
-        if forced_utc:
-            tz = "UTC"
+        cron_expr, zone = to_cron_expression(entry.get("schedule"))
+        if zone is not None:
+            tz = zone
+        if not isinstance(entry.get("schedule"), at):  # at() carries its one run already
+            cron_expr = bounded(cron_expr, bounds)
+        if is_marker(cron_expr):
+            calendar_for(cron_expr, "UTC")  # a zone's problem is reported as the zone's
     except ScheduleError as exc:
         problems.add(label, "schedule", str(exc))
 
@@ -348,11 +396,12 @@ _FULL = {
 _WEEKS = {frozenset(range(1 + 7 * k, 8 + 7 * k)): k + 1 for k in range(4)}
 
 
-def to_cron_expression(schedule: Any) -> tuple[str, bool]:
-    """Convert a Celery schedule to an expression for ``awa.cron_jobs.cron_expr``.
+def to_cron_expression(schedule: Any) -> tuple[str, str | None]:
+    """Convert a schedule to an expression for ``awa.cron_jobs.cron_expr``.
 
-    Returns ``(expression, utc)``: ``utc`` is True for intervals, whose grid is in UTC
-    whatever the entry's time zone. Raises ScheduleError for what cannot be stored
+    Returns ``(expression, zone)``: ``zone`` is the time zone the row must have whatever
+    the entry says (``UTC`` for intervals, solar and ``at``, the zone of an rrule's
+    start), or None for the entry's own. Raises ScheduleError for what cannot be stored
     without changing its calendar.
     """
     from celery import schedules as cs  # Celery is optional for the pure parts' users
@@ -360,26 +409,87 @@ def to_cron_expression(schedule: Any) -> tuple[str, bool]:
     if schedule is None:
         raise ScheduleError("is missing; give a crontab, a number of seconds or a timedelta")
     if isinstance(schedule, str):
+        if is_marker(schedule):
+            calendar_for(schedule, "UTC")  # one of our own markers, e.g. from `export`
+            return schedule, None
         CronExpression.parse(schedule)
-        return schedule, False
+        return schedule, None
+    if isinstance(schedule, at):
+        return at_marker(schedule.instant), "UTC"
     if isinstance(schedule, cs.solar):
-        raise ScheduleError(
-            "solar schedules are not supported: Awa cannot evaluate them, so replicas and Awa "
-            "sharing the table could not agree on fire times; use a crontab in the place's "
-            "time zone instead"
-        )
+        return solar_marker(schedule.event, schedule.lat, schedule.lon), "UTC"
+    if _is_rrule(schedule):
+        marker, zone = rrule_marker(schedule)
+        return marker, zone or "UTC"
     if isinstance(schedule, cs.crontab):
         expr = crontab_to_cron(schedule)
         CronExpression.parse(expr)  # a conversion we cannot store must fail here, not later
-        return expr, False
+        return expr, None
     if isinstance(schedule, cs.schedule) and type(schedule) is cs.schedule:
-        return interval_expression(_interval_seconds(schedule.run_every)), True
+        return interval_expression(_interval_seconds(schedule.run_every)), "UTC"
     if isinstance(schedule, (int, float, timedelta)) and not isinstance(schedule, bool):
-        return interval_expression(_interval_seconds(schedule)), True
+        return interval_expression(_interval_seconds(schedule)), "UTC"
     raise ScheduleError(
         f"a {type(schedule).__name__} schedule is not supported; use crontab, a number of "
-        "seconds, a timedelta, celery.schedules.schedule or an Awa cron expression string"
+        "seconds, a timedelta, celery.schedules.schedule, solar, awa_beat.calendars.at, "
+        "an rrule (RedBeat's or dateutil's) or an Awa cron expression string"
     )
+
+
+def _is_rrule(schedule: Any) -> bool:
+    try:
+        from dateutil.rrule import rrule
+    except ImportError:  # pragma: no cover - dateutil comes with Celery
+        return False
+    return isinstance(schedule, rrule) or isinstance(getattr(schedule, "rrule", None), rrule)
+
+
+def _bounds(label: str, awa: Mapping[str, Any], schedule: Any,
+            problems: _Problems) -> Bounds:
+    """``start_time``, ``end_time``, ``max_runs`` and ``one_off`` of ``options["awa_beat"]``."""
+    field_ = "options.awa_beat."
+    values: dict[str, Any] = {}
+    for key, name in (("start_time", "start"), ("end_time", "end")):
+        value = awa.get(key)
+        if value is None:
+            continue
+        if isinstance(value, str):
+            try:
+                value = parse_iso(value)
+            except ValueError:
+                problems.add(label, field_ + key, f"{value!r} is not an ISO 8601 instant")
+                continue
+        if not isinstance(value, datetime) or value.tzinfo is None \
+                or value.utcoffset() is None:
+            problems.add(label, field_ + key, "must be an aware datetime (with a time zone) or "
+                         "an ISO 8601 string with an offset")
+            continue
+        values[name] = ceil_second(value) if name == "start" else floor_second(value)
+    runs = awa.get("max_runs")
+    if runs is not None and not _int_in(runs, 1, 2**31 - 1):
+        problems.add(label, field_ + "max_runs", f"{runs!r} is not a whole number >= 1")
+        runs = None
+    one_off = awa.get("one_off", False)
+    if not isinstance(one_off, bool):
+        problems.add(label, field_ + "one_off", "must be True or False")
+    elif one_off:
+        if runs not in (None, 1):
+            problems.add(label, field_ + "one_off", f"one_off runs once; max_runs={runs} "
+                         "contradicts it")
+        runs = 1
+    if isinstance(schedule, at) and (values or awa.get("max_runs") not in (None, 1)):
+        problems.add(label, field_ + ("max_runs" if not values else
+                                      "start_time" if "start" in values else "end_time"),
+                     "at() fires once, at its instant; start_time, end_time and max_runs "
+                     "do not apply")
+        return Bounds()
+    if runs is not None:
+        values["runs"] = runs
+    try:
+        return Bounds(**values)
+    except ScheduleError as exc:
+        problems.add(label, field_ + "end_time", str(exc))
+        return Bounds()
 
 
 def _interval_seconds(run_every: Any) -> int:

@@ -29,6 +29,7 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 from . import schema
 from .config import redact
 from .errors import DatabaseUnavailable, NotFound, SchemaError, StoreError, first_line
+from .markers import RETIRED_BY
 from .records import (
     Contact,
     CronState,
@@ -627,6 +628,10 @@ def fire_params(requests: Sequence[FireRequest]) -> dict[str, list[Any]]:
         "names": [r.name for r in requests],
         "expected": [r.expected for r in requests],
         "cursors": [r.fire_times[-1] for r in requests],
+        "counts": [len(r.fire_times) for r in requests],
         "fire_names": [r.name for r in requests for _ in r.fire_times],
         "fire_times": [t for r in requests for t in r.fire_times],
+        "fire_seqs": [i for r in requests for i in range(1, len(r.fire_times) + 1)],
+        "limited": [r.name for r in requests if r.limited],
+        "retired_by": RETIRED_BY,
     }

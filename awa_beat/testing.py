@@ -25,6 +25,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from .errors import DatabaseUnavailable, SchemaError
+from .markers import RETIRED_BY, max_runs
 from .records import Contact, CronState, FiredJob, FireRequest, FireResult, SyncResult, TableState
 from .sql import queries
 from .store import Store, SyncBatch
@@ -215,6 +216,9 @@ class MemoryStore:
         self.origin = origin
         self.awa_owned = awa_owned
         self.rows: dict[str, CronState] = {}
+        self.runs: dict[str, int] = {}
+        """Runs counted per limited schedule (``awa_beat.schedule_runs``)."""
+        self.paused_by: dict[str, str | None] = {}
         self.owners: dict[str, str] = {}
         self.runtime: set[str] = set()
         """Names written at run time: sync leaves them alone."""
@@ -327,7 +331,10 @@ class MemoryStore:
 
     def fire(self, requests: Sequence[FireRequest]) -> FireResult:
         """The compare-and-swap of ``fire_batch_*``: a request fires only if its row
-        exists, is not paused and its cursor is still the one it expects."""
+        exists, is not paused and its cursor is still the one it expects. A limited
+        request (``runs=`` in the row's marker) fires at most the runs left in
+        :attr:`runs`, and the fire that uses up the last one retires the row (paused,
+        :attr:`paused_by` :data:`~awa_beat.markers.RETIRED_BY`), as the statement does."""
         self._call("fire")
         result = FireResult()
         now = self.clock()
@@ -336,9 +343,21 @@ class MemoryStore:
             if (row is None or row.paused_at is not None
                     or row.last_enqueued_at != request.expected or not request.fire_times):
                 continue
+            times = list(request.fire_times)
+            limit = max_runs(row.cron_expr) if request.limited else None
+            retire = False
+            if limit is not None:
+                remaining = max(limit - self.runs.get(request.name, 0), 0)
+                retire = remaining <= len(times)
+                times = times[:remaining]
+                if times:
+                    self.runs[request.name] = self.runs.get(request.name, 0) + len(times)
+            if retire:
+                self.paused_by[request.name] = RETIRED_BY
             self.rows[request.name] = dataclasses.replace(
-                row, last_enqueued_at=request.fire_times[-1], updated_at=now)
-            for t in request.fire_times:
+                row, last_enqueued_at=times[-1] if times else row.last_enqueued_at,
+                paused_at=now if retire else row.paused_at, updated_at=now)
+            for t in times:
                 job = FiredJob(len(self.jobs) + 1, request.name,
                                t.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S+00"), now)
                 self.jobs.append(job)

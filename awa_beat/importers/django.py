@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from ..calendars import at
 from ..errors import SourceError, first_line
+from ..markers import RETIRED_BY, ceil_second
 from ..spec import AWA_BEAT_OPTION
 from .common import (
     BACKEND_CLEANUP,
@@ -107,9 +109,14 @@ def from_django(tables: DjangoTables, *, now: datetime, default_timezone: str = 
 
     Options: ``queue``, ``exchange``, ``routing_key``, ``priority`` and ``headers`` (with
     the ``periodic_task_name`` header django-celery-beat adds to every message), and
-    ``expire_seconds`` as ``expires``. A crontab keeps its own time zone; an interval
-    fires on awa-beat's UTC grid. ``enabled = false`` imports the row paused;
-    ``last_run_at`` is the cursor.
+    ``expires`` (the task's absolute ``expires``, else ``expire_seconds``) as the
+    messages' expiry. A crontab keeps its own time zone; an interval fires on awa-beat's
+    UTC grid; solar is Celery's solar; a clocked task is ``at(clocked_time)``. The
+    task's ``expires`` is also ``end_time`` (the second before it: django-celery-beat
+    stops the task at that instant), ``start_time`` is ``start_time`` and ``one_off`` is
+    ``one_off``. ``enabled = false`` imports the row paused; a one-off that has run is
+    imported retired; ``last_run_at`` is the cursor, except for a clocked task that has
+    not run, whose cursor is just before its time so that it still runs once.
     """
     return dedupe(_django_task(task, tables, now, default_timezone, default_dispatch)
                    for task in tables.tasks)
@@ -123,17 +130,30 @@ def _django_task(t: Mapping[str, Any], tables: DjangoTables, now: datetime,
     reasons: list[str] = []
     schedule: Any = None
     awa: dict[str, Any] = {}
+    cursor = utc_cursor(t.get("last_run_at"))
+    paused_by = None if t.get("enabled", True) else DJANGO_PAUSED_BY
+    ran = bool(t.get("total_run_count"))
     if t.get("solar_id") is not None:
-        solar = tables.solars.get(t["solar_id"], {})
-        reasons.append(
-            f"solar schedule ({solar.get('event', '?')} at {solar.get('latitude', '?')}, "
-            f"{solar.get('longitude', '?')}): Awa cannot evaluate solar events, so replicas "
-            "and Awa sharing the table could not agree on fire times; use a crontab in the "
-            "place's time zone")
+        schedule, problem = _django_solar(tables.solars.get(t["solar_id"]))
+        if problem:
+            reasons.append(problem)
     elif t.get("clocked_id") is not None:
-        clocked = tables.clocked.get(t["clocked_id"], {})
-        reasons.append(f"clocked schedule (once, at {iso(clocked.get('clocked_time'))}): a "
-                       "single run at a given time, not a recurring schedule")
+        clocked = tables.clocked.get(t["clocked_id"], {}).get("clocked_time")
+        if not isinstance(clocked, datetime):
+            reasons.append("the clocked row is missing")
+        else:
+            instant = utc_cursor(clocked, UTC)
+            assert instant is not None
+            schedule = at(instant)
+            # django-celery-beat runs a clocked task whenever it is enabled and has not
+            # run (its run count is reset when it is disabled), however late: a clocked
+            # time already passed still fires once, unless the task has run.
+            if ran and paused_by is None:
+                cursor = instant
+            elif instant <= now:
+                cursor = instant - timedelta(seconds=1)
+            else:
+                cursor = None
     elif t.get("crontab_id") is not None:
         schedule, tz, problem = _django_crontab(tables.crontabs.get(t["crontab_id"]))
         if problem:
@@ -155,17 +175,31 @@ def _django_task(t: Mapping[str, Any], tables: DjangoTables, now: datetime,
             reasons.append(f"unusable interval: {exc}")
     else:
         reasons.append("no schedule (none of interval, crontab, solar, clocked is set)")
-    if t.get("one_off"):
-        reasons.append("one_off: runs once and is then disabled by django-celery-beat; "
-                       "awa-beat schedules repeat")
+    if t.get("one_off") or t.get("clocked_id") is not None:
+        if t.get("clocked_id") is None:
+            awa["one_off"] = True  # at() is one run already
+        if ran and paused_by is None:
+            # It ran: django-celery-beat disables it at its next look (and resets the
+            # count); here it is retired, so no resume runs it again by surprise.
+            paused_by = RETIRED_BY
     start = t.get("start_time")
-    if isinstance(start, datetime) and utc_cursor(start, UTC) > now:
-        reasons.append(f"start_time {iso(start)} is in the future: awa-beat schedules have "
-                       "no start date; import it after that time")
-    if t.get("expires") is not None:
-        reasons.append(f"expires at {iso(t['expires'])}, an absolute date: awa-beat "
-                       "schedules have no end date, and a fixed expiry would make every "
-                       "message after it expire; use expire_seconds (relative) instead")
+    if isinstance(start, datetime) and t.get("clocked_id") is None:
+        awa["start_time"] = utc_cursor(start, UTC)
+    expires = t.get("expires")
+    if isinstance(expires, datetime):
+        # PeriodicTask.expires stops the task at that instant (is_due: now >= expires
+        # disables it), so its last fire is the second before; it is also every
+        # message's expiry (ModelEntry passes expires_ = expires or expire_seconds).
+        last = ceil_second(expires.astimezone(UTC)) - timedelta(seconds=1)
+        if t.get("clocked_id") is not None:
+            if isinstance(schedule, at) and schedule.instant > last:
+                reasons.append(f"expires at {iso(expires)}, before its clocked time: "
+                               "django-celery-beat never runs it")
+        elif isinstance(start, datetime) and ceil_second(start.astimezone(UTC)) > last:
+            reasons.append(f"expires at {iso(expires)}, before its start_time "
+                           f"{iso(start)}: django-celery-beat never runs it")
+        else:
+            awa["end_time"] = last
     args = _json_column(t.get("args"), "args", list, reasons, "[]")
     kwargs = _json_column(t.get("kwargs"), "kwargs", dict, reasons, "{}")
     headers = _json_column(t.get("headers"), "headers", dict, reasons, "{}")
@@ -176,16 +210,31 @@ def _django_task(t: Mapping[str, Any], tables: DjangoTables, now: datetime,
         value = t.get(key)
         if value is not None and value != "":
             options[key] = value
-    if t.get("expire_seconds"):
+    if isinstance(expires, datetime):
+        options["expires"] = expires
+    elif t.get("expire_seconds"):
         options["expires"] = t["expire_seconds"]
     options["headers"] = {**(headers or {}), "periodic_task_name": name}
     if awa:
         options[AWA_BEAT_OPTION] = awa
     entry = {"task": t.get("task"), "schedule": schedule, "args": args, "kwargs": kwargs,
              "options": options}
-    return convert(name, entry, cursor=utc_cursor(t.get("last_run_at")),
-                   paused_by=None if t.get("enabled", True) else DJANGO_PAUSED_BY,
+    return convert(name, entry, cursor=cursor, paused_by=paused_by,
                    default_timezone=default_tz, default_dispatch=default_dispatch)
+
+
+def _django_solar(row: Mapping[str, Any] | None) -> tuple[Any, str | None]:
+    """(celery solar, problem), built as SolarSchedule.schedule builds it."""
+    if row is None:
+        return None, "the solar row is missing"
+    try:
+        from celery.schedules import solar
+
+        return solar(str(row["event"]), float(row["latitude"]), float(row["longitude"])), None
+    except (KeyError, TypeError, ValueError) as exc:
+        return None, f"invalid solar schedule ({exc}): Celery rejects it"
+    except Exception as exc:  # Celery's ImproperlyConfigured without ephem
+        return None, f"solar schedule: {first_line(exc)}"
 
 
 _SEVEN = re.compile(r"(?<![0-9])7(?![0-9])")

@@ -42,9 +42,38 @@ class RedBeatRecord:
 
 @dataclass(frozen=True)
 class _RRule:
-    """A decoded ``rrule`` schedule: kept only to say why it is not carried over."""
+    """A decoded ``rrule`` schedule: the fields RedBeat's encoder wrote."""
 
     fields: Mapping[str, Any]
+
+    def rule(self) -> Any:
+        """The dateutil rrule RedBeat's ``rrule`` schedule builds from these fields (its
+        decoder's ``from_timestamp`` for ``dtstart`` and ``until``: the instant, in its
+        recorded UTC offset)."""
+        from dateutil.rrule import rrule, weekday
+
+        d = dict(self.fields)
+        for key, tz_key in (("dtstart", "dtstart_tz"), ("until", "until_tz")):
+            minutes = d.pop(tz_key, 0)
+            if d.get(key) is not None:
+                tz = timezone(timedelta(minutes=minutes)) if minutes else timezone.utc
+                d[key] = datetime.fromtimestamp(d[key], tz=tz)
+        if d.get("dtstart") is None:
+            raise ValueError("the rrule has no dtstart")
+        days = d.get("byweekday")
+        if days is not None:
+            d["byweekday"] = [weekday(int(w["wkday"])) if isinstance(w, Mapping) else w
+                              for w in (days if isinstance(days, list) else [days])]
+        freq = d.pop("freq")
+        known = {"dtstart", "interval", "wkst", "count", "until", "bysetpos", "bymonth",
+                 "bymonthday", "byyearday", "byeaster", "byweekno", "byweekday", "byhour",
+                 "byminute", "bysecond"}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown rrule fields {sorted(unknown)}")
+        if d.get("interval") is None:
+            d["interval"] = 1
+        return rrule(freq, **d)
 
 
 class _Weekday(dict):  # type: ignore[type-arg]
@@ -53,7 +82,7 @@ class _Weekday(dict):  # type: ignore[type-arg]
 
 def _redbeat_object(d: dict[str, Any]) -> Any:
     """celery-redbeat 2.4's ``RedBeatJSONDecoder.dict_to_object``, for what awa-beat can use
-    (an rrule decodes to a marker: it is not supported)."""
+    (an rrule decodes to its fields, :class:`_RRule`, rebuilt by ``_RRule.rule``)."""
     if "__type__" not in d:
         return d
     objtype = d.pop("__type__")
@@ -147,9 +176,11 @@ def read_redbeat(url: str, key_prefix: str = "redbeat:") -> list[RedBeatRecord]:
 
 def from_redbeat(records: Sequence[RedBeatRecord], *, key_prefix: str = "redbeat:",
                  default_timezone: str = "UTC", default_dispatch: str = "awa") -> list[Result]:
-    """Each RedBeat entry: interval and crontab schedules (a crontab runs in the beat app's
-    time zone: ``default_timezone``); ``enabled: false`` imports it paused; the meta's
-    ``last_run_at`` is the cursor."""
+    """Each RedBeat entry: interval, crontab and rrule schedules (a crontab runs in the
+    beat app's time zone: ``default_timezone``; an rrule steps in the UTC offset of its
+    ``dtstart``, as RedBeat's does, and keeps its ``count``/``until``); ``enabled: false``
+    imports it paused; the meta's ``last_run_at`` is the cursor (the next run is the
+    rule's first occurrence after it, RedBeat's ``rrule.after(last_run_at)``)."""
     return dedupe(_redbeat_entry(r, key_prefix, default_timezone, default_dispatch)
                    for r in records)
 
@@ -172,17 +203,21 @@ def _redbeat_entry(record: RedBeatRecord, key_prefix: str, default_tz: str,
         return NotCarried(name, BACKEND_CLEANUP_REASON)
     schedule = definition.get("schedule")
     if isinstance(schedule, _RRule):
-        return NotCarried(name, "rrule schedules are not supported: Awa cannot evaluate them, "
-                          "so replicas and Awa sharing the table could not agree on fire "
-                          "times; use a crontab or an Awa cron expression")
+        try:
+            schedule = schedule.rule()
+        except (KeyError, TypeError, ValueError) as exc:
+            return NotCarried(name, f"its rrule cannot be rebuilt as RedBeat would: "
+                              f"{type(exc).__name__}: {first_line(exc)}")
     try:
         meta = decode_redbeat(record.meta) if record.meta else {}
         last_run_at = meta.get("last_run_at") if isinstance(meta, dict) else None
     except Exception as exc:
         return NotCarried(name, f"its meta (last run) cannot be decoded: "
                           f"{type(exc).__name__}: {first_line(exc)}")
-    entry = {key: definition[key] for key in ("task", "schedule", "args", "kwargs", "options")
+    entry = {key: definition[key] for key in ("task", "args", "kwargs", "options")
              if key in definition}
+    if "schedule" in definition:
+        entry["schedule"] = schedule
     return convert(name, entry, cursor=utc_cursor(last_run_at),
                    paused_by=None if definition.get("enabled", True) else REDBEAT_PAUSED_BY,
                    default_timezone=default_tz, default_dispatch=default_dispatch)

@@ -148,29 +148,56 @@ SELECT count(*) FILTER (WHERE inserted) AS inserted,
 -- move; the others still fire. Rows whose values Awa's job limits would reject are
 -- left alone (no job, no cursor move, as Awa does) instead of failing the batch.
 -- Each job comes back with the updated_at its schedule now has (the statement's now()).
+-- Run limits (migration 0008): see the limits and mark steps; schedules without one
+-- (every Awa row) skip them.
 WITH due AS (
     SELECT * FROM unnest(%(names)b::text[], %(expected)b::timestamptz[],
-                         %(cursors)b::timestamptz[]) AS d(name, expected, cursor)
+                         %(cursors)b::timestamptz[], %(counts)b::int[])
+                  AS d(name, expected, cursor, n)
 ), fires AS (
-    SELECT * FROM unnest(%(fire_names)b::text[], %(fire_times)b::timestamptz[])
-                  WITH ORDINALITY AS f(name, fire_time, ord)
+    SELECT * FROM unnest(%(fire_names)b::text[], %(fire_times)b::timestamptz[],
+                         %(fire_seqs)b::int[])
+                  WITH ORDINALITY AS f(name, fire_time, seq, ord)
+), limits AS (
+    -- Runs left to the schedules with a run limit (their marker ends in " runs=<n>";
+    -- the limited names are those the engine saw with one), read from the row itself.
+    SELECT c.name, greatest((regexp_match(c.cron_expr, ' runs=([0-9]+)$'))[1]::bigint
+                            - coalesce(r.runs, 0), 0) AS remaining
+      FROM awa.cron_jobs c LEFT JOIN awa_beat.schedule_runs r USING (name)
+     WHERE c.name = ANY(%(limited)b::text[]) AND c.cron_expr ~ '^@.* runs=[0-9]+$'
 ), mark AS (
+    -- A limited schedule fires at most its remaining runs (its cursor then moves to
+    -- the last of them), and the fire that uses up its last run retires it: paused_at
+    -- and paused_by set. One with no run left is retired without a fire.
     UPDATE awa.cron_jobs c
-       SET last_enqueued_at = due.cursor, updated_at = now()
-      FROM due
+       SET last_enqueued_at = CASE
+               WHEN l.remaining IS NULL OR l.remaining >= due.n THEN due.cursor
+               WHEN l.remaining = 0 THEN c.last_enqueued_at
+               ELSE (SELECT f.fire_time FROM fires f
+                      WHERE f.name = due.name AND f.seq = l.remaining) END,
+           paused_at = CASE WHEN l.remaining <= due.n THEN now() ELSE c.paused_at END,
+           paused_by = CASE WHEN l.remaining <= due.n THEN %(retired_by)s::text ELSE c.paused_by END,
+           updated_at = now()
+      FROM due LEFT JOIN limits l USING (name)
      WHERE c.name = due.name
        AND c.name = ANY(%(names)b::text[])  -- an index probe per name, whatever the stats say
        AND c.last_enqueued_at IS NOT DISTINCT FROM due.expected
        AND c.paused_at IS NULL
        AND c.priority BETWEEN 1 AND 4 AND c.max_attempts BETWEEN 1 AND 1000
        AND length(c.kind) <= 200 AND length(c.queue) <= 200 AND cardinality(c.tags) <= 20
-    RETURNING c.name, c.kind, c.queue, c.args, c.priority, c.max_attempts, c.tags, c.metadata
+    RETURNING c.name, c.kind, c.queue, c.args, c.priority, c.max_attempts, c.tags, c.metadata,
+              least(due.n, coalesce(l.remaining, due.n)) AS allowed,
+              l.remaining IS NOT NULL AS limited
+), counted AS (
+    INSERT INTO awa_beat.schedule_runs AS r (name, runs)
+    SELECT name, allowed FROM mark WHERE limited AND allowed > 0
+    ON CONFLICT (name) DO UPDATE SET runs = r.runs + EXCLUDED.runs
 )
 INSERT INTO awa.jobs (kind, queue, args, state, priority, max_attempts, metadata, tags)
 SELECT m.kind, m.queue, m.args, 'available', m.priority, m.max_attempts,
        m.metadata || jsonb_build_object('cron_name', m.name, 'cron_fire_time', f.fire_time::text),
        m.tags
-  FROM mark m JOIN fires f ON f.name = m.name
+  FROM mark m JOIN fires f ON f.name = m.name AND f.seq <= m.allowed
  ORDER BY f.fire_time, f.ord
 RETURNING id, metadata ->> 'cron_name' AS name, metadata ->> 'cron_fire_time' AS fire_time,
           now() AS updated_at;
@@ -180,23 +207,49 @@ RETURNING id, metadata ->> 'cron_name' AS name, metadata ->> 'cron_fire_time' AS
 -- view: jobs go through awa.insert_job_compat, exactly as Awa's own cron does.
 WITH due AS (
     SELECT * FROM unnest(%(names)b::text[], %(expected)b::timestamptz[],
-                         %(cursors)b::timestamptz[]) AS d(name, expected, cursor)
+                         %(cursors)b::timestamptz[], %(counts)b::int[])
+                  AS d(name, expected, cursor, n)
 ), fires AS (
-    SELECT * FROM unnest(%(fire_names)b::text[], %(fire_times)b::timestamptz[])
-                  WITH ORDINALITY AS f(name, fire_time, ord)
+    SELECT * FROM unnest(%(fire_names)b::text[], %(fire_times)b::timestamptz[],
+                         %(fire_seqs)b::int[])
+                  WITH ORDINALITY AS f(name, fire_time, seq, ord)
+), limits AS (
+    -- Runs left to the schedules with a run limit (their marker ends in " runs=<n>";
+    -- the limited names are those the engine saw with one), read from the row itself.
+    SELECT c.name, greatest((regexp_match(c.cron_expr, ' runs=([0-9]+)$'))[1]::bigint
+                            - coalesce(r.runs, 0), 0) AS remaining
+      FROM awa.cron_jobs c LEFT JOIN awa_beat.schedule_runs r USING (name)
+     WHERE c.name = ANY(%(limited)b::text[]) AND c.cron_expr ~ '^@.* runs=[0-9]+$'
 ), mark AS (
+    -- A limited schedule fires at most its remaining runs (its cursor then moves to
+    -- the last of them), and the fire that uses up its last run retires it: paused_at
+    -- and paused_by set. One with no run left is retired without a fire.
     UPDATE awa.cron_jobs c
-       SET last_enqueued_at = due.cursor, updated_at = now()
-      FROM due
+       SET last_enqueued_at = CASE
+               WHEN l.remaining IS NULL OR l.remaining >= due.n THEN due.cursor
+               WHEN l.remaining = 0 THEN c.last_enqueued_at
+               ELSE (SELECT f.fire_time FROM fires f
+                      WHERE f.name = due.name AND f.seq = l.remaining) END,
+           paused_at = CASE WHEN l.remaining <= due.n THEN now() ELSE c.paused_at END,
+           paused_by = CASE WHEN l.remaining <= due.n THEN %(retired_by)s::text ELSE c.paused_by END,
+           updated_at = now()
+      FROM due LEFT JOIN limits l USING (name)
      WHERE c.name = due.name
        AND c.name = ANY(%(names)b::text[])  -- an index probe per name, whatever the stats say
        AND c.last_enqueued_at IS NOT DISTINCT FROM due.expected
        AND c.paused_at IS NULL
        AND c.priority BETWEEN 1 AND 4 AND c.max_attempts BETWEEN 1 AND 1000
        AND length(c.kind) <= 200 AND length(c.queue) <= 200 AND cardinality(c.tags) <= 20
-    RETURNING c.name, c.kind, c.queue, c.args, c.priority, c.max_attempts, c.tags, c.metadata
+    RETURNING c.name, c.kind, c.queue, c.args, c.priority, c.max_attempts, c.tags, c.metadata,
+              least(due.n, coalesce(l.remaining, due.n)) AS allowed,
+              l.remaining IS NOT NULL AS limited
+), counted AS (
+    INSERT INTO awa_beat.schedule_runs AS r (name, runs)
+    SELECT name, allowed FROM mark WHERE limited AND allowed > 0
+    ON CONFLICT (name) DO UPDATE SET runs = r.runs + EXCLUDED.runs
 ), ordered AS (
-    SELECT m.*, f.fire_time, f.ord FROM mark m JOIN fires f ON f.name = m.name
+    SELECT m.*, f.fire_time, f.ord FROM mark m JOIN fires f
+        ON f.name = m.name AND f.seq <= m.allowed
      ORDER BY f.fire_time, f.ord
 )
 SELECT j.id, o.name, j.metadata ->> 'cron_fire_time' AS fire_time, now() AS updated_at
@@ -247,9 +300,11 @@ SELECT j.id
  WHERE c.name = %(name)s;
 
 -- remove_schedule --
--- Jobs already fired are not touched.
+-- Jobs already fired are not touched; a run count goes with the row (a schedule added
+-- again under the name starts from none).
 WITH gone AS (DELETE FROM awa.cron_jobs WHERE name = %(name)s RETURNING name),
-     unowned AS (DELETE FROM awa_beat.schedules WHERE name = %(name)s)
+     unowned AS (DELETE FROM awa_beat.schedules WHERE name = %(name)s),
+     uncounted AS (DELETE FROM awa_beat.schedule_runs WHERE name = %(name)s)
 SELECT count(*) AS removed FROM gone;
 
 -- jobs_for_schedule --

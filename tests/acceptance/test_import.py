@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from awa_beat.celery_command import command as celery_command
 from awa_beat.cli import main
 from awa_beat.engine import Engine
+from awa_beat.markers import RETIRED_BY
 from awa_beat.store import Store, connect
 from awa_beat.testing import TempDatabases
 
@@ -119,15 +120,18 @@ def django_url(databases: TempDatabases) -> str:
     task(name="sunday-seven", task="t.sun7", crontab=cron(minute="0", hour="9",
                                                           day_of_week="7"))
     task(name="half-second", task="t.fast", interval=half_second)
+    task(name="clocked-missed", task="t.once", one_off=True,
+         clocked=ClockedSchedule.objects.create(clocked_time=datetime(2026, 1, 1, tzinfo=UTC)))
+    task(name="ran-once", task="t.once", interval=every_min, one_off=True,
+         total_run_count=1, last_run_at=LAST)
     task(name="celery.backend_cleanup", task="celery.backend_cleanup",
          crontab=cron(minute="0", hour="4"), expire_seconds=43200)
     return url
 
 
-CARRIED = {"every-10s", "paris-report", "first-monday", "disabled", "started"}
+CARRIED = {"every-10s", "paris-report", "first-monday", "disabled", "started", "sunrise",
+           "clocked", "one-off", "later", "expiring", "clocked-missed", "ran-once"}
 LEFT_OUT = {
-    "sunrise": "solar schedule", "clocked": "clocked schedule", "one-off": "one_off",
-    "later": "start_time 2099-01-01", "expiring": "expires at 2099-01-01",
     "dom-and-dow": "day_of_month='10,20' with day_of_week='1' cannot be stored",
     "sunday-seven": "has a 7: Celery's crontab rejects it",
     "half-second": "interval of 0.5 s is too short",
@@ -165,13 +169,39 @@ def test_django_celery_beat_rows_cursors_pause_and_options(django_url: str, db_u
     # No last run known: the cursor is the second of the import, as a sync would set it.
     assert disabled["last_enqueued_at"] >= before
     assert rows["started"]["paused_at"] is None
+    # The types and bounds that used to be left out.
+    expected = {
+        "sunrise": "@solar sunrise 48.85 2.35", "clocked": "@at 2030-01-01T00:00:00Z | runs=1",
+        "one-off": "@cron 0 * * * * * | runs=1",
+        "later": "@cron 0 * * * * * | start=2099-01-01T00:00:00Z",
+        "started": "@cron 0 * * * * * | start=2020-01-01T00:00:00Z",
+        "expiring": "@cron 0 * * * * * | end=2098-12-31T23:59:59Z",
+        "ran-once": "@cron 0 * * * * * | runs=1"}
+    assert {n: rows[n]["cron_expr"] for n in expected} == expected
+    assert rows["sunrise"]["timezone"] == "UTC"
+    assert rows["expiring"]["metadata"]["celery"]["options"]["expires"] == \
+        "2099-01-01T00:00:00+00:00"  # PeriodicTask.expires is also the messages' expiry
+    assert rows["ran-once"]["paused_by"] == RETIRED_BY
+    # The cutover: a clocked time that passed without a run runs once, right away; the
+    # one-off that ran does not run again; a clocked time to come waits for it.
+    missed = rows["clocked-missed"]
+    assert missed["last_enqueued_at"] == datetime(2025, 12, 31, 23, 59, 59, tzinfo=UTC)
+    now = datetime.now(UTC)
+    with Store(db_url) as store, connect(db_url) as conn:
+        for _ in range(2):
+            Engine(store, clock=lambda: now).run_pass()
+        jobs = conn.execute("SELECT metadata ->> 'cron_name', metadata ->> 'cron_fire_time'"
+                            " FROM awa.jobs WHERE metadata ->> 'cron_name' IN"
+                            " ('clocked-missed', 'ran-once', 'clocked')").fetchall()
+    assert jobs == [("clocked-missed", "2026-01-01 00:00:00+00")]
+    assert stored(db_url)["clocked-missed"]["paused_by"] == RETIRED_BY
 
 
 def test_django_dry_run_writes_nothing(django_url: str, empty_db_url: str) -> None:
     result = run("--from-django", django_url, "--database-url", empty_db_url, "--dry-run")
     assert result.exit_code == 0, result.output
     text = result.stdout
-    assert "new (5):" in text and "NOT carried over (9):" in text
+    assert "new (12):" in text and "NOT carried over (4):" in text
     assert "import: disabled in django-celery-beat" in text
     assert "dry run, nothing written" in text
     with connect(empty_db_url) as conn:  # not even awa-beat's tables were created
@@ -243,7 +273,9 @@ def test_redbeat_entries(redbeat_app: Celery, store: Store, db_url: str) -> None
     entry("fixed-offset", schedule(timedelta(minutes=5)),
           datetime(2026, 1, 5, 14, 5, tzinfo=timezone(timedelta(hours=2))))
     entry("off", schedule(timedelta(minutes=1)), enabled=False)
-    entry("rrule", rrule("MINUTELY", dtstart=datetime.now(UTC).replace(microsecond=0)))
+    start = datetime(2026, 1, 5, 9, 0, tzinfo=timezone(timedelta(hours=1)))
+    entry("rrule", rrule("HOURLY", dtstart=start, count=48, byminute=[0, 30]),
+          datetime(2026, 1, 5, 9, 30, 0, 200000, tzinfo=timezone(timedelta(hours=1))))
     entry("celery.backend_cleanup", crontab(minute=0, hour=4), task="celery.backend_cleanup")
     import redis
 
@@ -254,15 +286,27 @@ def test_redbeat_entries(redbeat_app: Celery, store: Store, db_url: str) -> None
 
     dry = imported(db_url, "--from-redbeat", REDIS_URL, "--timezone", "Europe/Paris",
                    "--dry-run")
-    assert {n["name"] for n in dry["new"]} == {"every-30s", "weekday-815", "fixed-offset", "off"}
+    names = {"every-30s", "weekday-815", "fixed-offset", "off", "rrule"}
+    assert {n["name"] for n in dry["new"]} == names
     assert store.schedules() == []
     out = imported(db_url, "--from-redbeat", REDIS_URL, "--timezone", "Europe/Paris")
     reasons = not_carried(out)
-    assert set(reasons) == {"rrule", "celery.backend_cleanup"}
-    assert "rrule schedules are not supported" in reasons["rrule"]
+    assert set(reasons) == {"celery.backend_cleanup"}
 
     rows = stored(db_url)
-    assert set(rows) == {"every-30s", "weekday-815", "fixed-offset", "off"}
+    assert set(rows) == names
+    rr = rows["rrule"]
+    assert (rr["cron_expr"], rr["timezone"]) == (
+        "@rrule DTSTART=20260105T090000+0100;FREQ=HOURLY;COUNT=48;BYMINUTE=0,30", "UTC")
+    assert rr["last_enqueued_at"] == datetime(2026, 1, 5, 8, 30, tzinfo=UTC)
+    # The first fire after the cutover is RedBeat's next one after its last run.
+    with connect(db_url) as conn:
+        clock = datetime(2026, 1, 5, 9, 5, tzinfo=UTC)
+        Engine(store, clock=lambda: clock).run_pass()
+        fires = [r[0] for r in conn.execute(
+            "SELECT metadata ->> 'cron_fire_time' FROM awa.jobs"
+            " WHERE metadata ->> 'cron_name' = 'rrule'")]
+    assert fires == ["2026-01-05 09:00:00+00"]
     assert rows["every-30s"]["last_enqueued_at"] == LAST.replace(microsecond=0)
     assert rows["every-30s"]["args"] == {"args": [1], "kwargs": {"k": "v"}}
     assert rows["every-30s"]["metadata"]["celery"]["options"] == {"queue": "q", "priority": 4}
@@ -366,9 +410,11 @@ def test_from_an_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, db_url: st
     monkeypatch.chdir(tmp_path)
     before = datetime.now(UTC).replace(microsecond=0)
     out = imported(db_url, "-A", "awa_import_app")
-    assert "solar schedules are not supported" in not_carried(out)["sunrise"]
+    assert not_carried(out) == {}
     rows = stored(db_url)
-    assert set(rows) == {"morning", "every-5m"}
+    assert set(rows) == {"morning", "every-5m", "sunrise"}
+    assert (rows["sunrise"]["cron_expr"], rows["sunrise"]["timezone"]) == (
+        "@solar sunrise 35.68 139.69", "UTC")
     assert (rows["morning"]["timezone"], rows["morning"]["deployment"]) == ("Asia/Tokyo",
                                                                             "tokyo")
     assert rows["every-5m"]["missed_fire_policy"] == "catch_up"

@@ -256,6 +256,14 @@ def test_grammar_matches_awa_validator(awa_validator: Any) -> None:
     agree()
 
 
+def test_awa_rejects_every_marker_awa_beat_writes(awa_validator: Any) -> None:
+    from tests.integration.test_awa_worker import MARKERS
+
+    for expr in MARKERS:
+        assert not _awa_accepts(awa_validator, expr), expr
+        assert not _we_accept(expr), expr  # never taken for an Awa expression either
+
+
 def test_zone_names_match_chrono_tz(awa_validator: Any) -> None:
     names = sorted(zoneinfo.available_timezones() | {"utc", "posixrules", "US/Eastern "})
     disagree = []

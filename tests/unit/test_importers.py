@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 from types import SimpleNamespace
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -14,6 +15,7 @@ from celery.beat import ScheduleEntry
 from celery.schedules import crontab, schedule
 
 from awa_beat.errors import SourceError
+from awa_beat.fire_times import calendar_for, next_fire_after
 from awa_beat.importers.common import (
     BACKEND_CLEANUP,
     BACKEND_CLEANUP_REASON,
@@ -34,6 +36,7 @@ from awa_beat.importers.redbeat import (
     redact_url,
 )
 from awa_beat.importers.schedule_file import ScheduleFile, from_schedule_file, naive_zone
+from awa_beat.markers import RETIRED_BY
 from awa_beat.records import ScheduleRow
 from tests.apps import celery_app
 
@@ -212,29 +215,82 @@ def test_django_json_columns_that_are_not_usable_give_a_reason(columns: dict[str
 
 
 def test_django_every_reason_is_given_at_once() -> None:
-    why = reason(django({"crontab_id": 1, "one_off": True, "args": "[", "kwargs": "[]",
-                         "expires": NOW}, crontabs=tab("7")))
-    starts = [why.find(part) for part in ("day_of_week '7' has a 7", "; one_off: runs once",
-                                          "; expires at 2026-01-05T12:00:00+00:00",
+    why = reason(django({"crontab_id": 1, "one_off": True, "args": "[", "kwargs": "[]"},
+                        crontabs=tab("7")))
+    starts = [why.find(part) for part in ("day_of_week '7' has a 7",
                                           "; args is not valid JSON",
                                           "; kwargs must be a JSON object")]
     assert starts[0] == 0 and starts == sorted(starts) and -1 not in starts, why
 
 
 @pytest.mark.parametrize(("task", "tables", "why"), [
-    ({"solar_id": 1}, {"solars": {1: {"event": "sunset", "latitude": 48.8,
-                                      "longitude": 2.3}}},
-     "solar schedule (sunset at 48.8, 2.3): Awa cannot evaluate solar events"),
-    ({"clocked_id": 1}, {"clocked": {1: {"clocked_time": datetime(2026, 2, 1, 9, tzinfo=PARIS)}}},
-     "clocked schedule (once, at 2026-02-01T08:00:00+00:00)"),
     ({}, {}, "no schedule (none of interval, crontab, solar, clocked is set)"),
-    ({"interval_id": 1, "start_time": NOW + timedelta(hours=1)},
-     {"intervals": {1: {"period": "seconds", "every": 10}}},
-     "start_time 2026-01-05T13:00:00+00:00 is in the future"),
+    ({"solar_id": 1}, {}, "the solar row is missing"),
+    ({"solar_id": 1}, {"solars": {1: {"event": "noon", "latitude": 1, "longitude": 2}}},
+     "invalid solar schedule (Argument event \"noon\" is invalid"),
+    ({"clocked_id": 1}, {}, "the clocked row is missing"),
+    ({"clocked_id": 1, "one_off": True, "expires": NOW + timedelta(days=1)},
+     {"clocked": {1: {"clocked_time": NOW + timedelta(days=2)}}},
+     "expires at 2026-01-06T12:00:00+00:00, before its clocked time"),
+    ({"interval_id": 1, "start_time": NOW + timedelta(hours=2), "expires": NOW},
+     {"intervals": {1: {"period": "seconds", "every": 10}}}, "expires at 2026-01-05T12:00:00"
+     "+00:00, before its start_time 2026-01-05T14:00:00+00:00: django-celery-beat never"),
 ])
 def test_django_what_awa_beat_cannot_run(task: dict[str, Any], tables: dict[str, Any],
                                          why: str) -> None:
-    assert reason(django(task, **tables)).startswith(why)
+    assert reason(django(task, **tables)).startswith(why), reason(django(task, **tables))
+
+
+EVERY_10S = {"intervals": {1: {"period": "seconds", "every": 10}}}
+
+
+def test_django_solar_is_celerys_solar() -> None:
+    result = carried(django({"solar_id": 1, "last_run_at": NOW}, solars={
+        1: {"event": "sunset", "latitude": Decimal("48.800000"),
+            "longitude": Decimal("2.300000")}}))
+    assert (result.spec.cron_expr, result.spec.timezone) == ("@solar sunset 48.8 2.3", "UTC")
+    assert result.cursor == NOW and result.paused_by is None
+
+
+@pytest.mark.parametrize(("columns", "clocked", "cursor", "paused_by"), [
+    # Not run yet, its time still to come: it fires at that time.
+    ({}, NOW + timedelta(hours=1), None, None),
+    # Not run and its time passed (the old beat was behind or down): it still runs once.
+    ({}, NOW - timedelta(hours=1), NOW - timedelta(hours=1, seconds=1), None),
+    # It ran, and django-celery-beat was about to disable it: retired, past its one fire.
+    ({"total_run_count": 1, "last_run_at": NOW - timedelta(minutes=59)},
+     NOW - timedelta(hours=1), NOW - timedelta(hours=1), RETIRED_BY),
+    # Disabled (which resets the count): paused; a resume runs it once, as an enable would.
+    ({"enabled": False}, NOW - timedelta(hours=1), NOW - timedelta(hours=1, seconds=1),
+     DJANGO_PAUSED_BY),
+])
+def test_django_clocked_runs_once_with_no_double_and_no_missed_run(
+        columns: dict[str, Any], clocked: datetime, cursor: datetime | None,
+        paused_by: str | None) -> None:
+    result = carried(django({"clocked_id": 1, "one_off": True, **columns},
+                            clocked={1: {"clocked_time": clocked.astimezone(PARIS)}}))
+    assert result.spec.cron_expr == f"@at {clocked:%Y-%m-%dT%H:%M:%SZ} | runs=1"
+    assert (result.cursor, result.paused_by) == (cursor, paused_by)
+
+
+def test_django_one_off_start_time_and_expires() -> None:
+    expires = datetime(2026, 3, 1, 8, 0, 0, 250000, tzinfo=PARIS)
+    result = carried(django({
+        "interval_id": 1, "one_off": True, "start_time": datetime(2026, 2, 1, 9, tzinfo=PARIS),
+        "expires": expires, "expire_seconds": 30}, **EVERY_10S))
+    assert result.spec.cron_expr == ("@cron */10 * * * * * | start=2026-02-01T08:00:00Z "
+                                     "end=2026-03-01T07:00:00Z runs=1")
+    # The absolute expiry is also every message's (ModelEntry's expires_ wins over seconds).
+    assert result.spec.options["expires"] == expires.isoformat()
+    ran = carried(django({"interval_id": 1, "one_off": True, "total_run_count": 1,
+                          "last_run_at": NOW}, **EVERY_10S))
+    assert ran.paused_by == RETIRED_BY and ran.cursor == NOW
+    disabled = carried(django({"interval_id": 1, "one_off": True, "enabled": False},
+                              **EVERY_10S))
+    assert disabled.paused_by == DJANGO_PAUSED_BY
+    relative = carried(django({"interval_id": 1, "expire_seconds": 30}, **EVERY_10S))
+    assert relative.spec.options["expires"] == 30 and relative.spec.cron_expr == \
+        "*/10 * * * * *"
 
 
 def test_django_backend_cleanup_is_left_to_the_scheduler() -> None:
@@ -282,6 +338,25 @@ def test_redbeat_rrule_and_weekday_decode_to_markers() -> None:
     assert isinstance(decoded, _RRule) and decoded.fields["freq"] == 2
     [weekday] = decoded.fields["byweekday"]
     assert isinstance(weekday, _Weekday) and weekday == {"wkday": 0}
+
+
+def test_redbeat_rrule_is_carried_with_its_offset_count_and_cursor() -> None:
+    from redbeat.decoder import RedBeatJSONDecoder, RedBeatJSONEncoder
+    from redbeat.schedules import rrule
+
+    rule = rrule("HOURLY", dtstart=datetime(2026, 1, 5, 9, 30, tzinfo=timezone(
+        timedelta(hours=-5))), count=5, byminute=[30])
+    text = json.dumps(rule, cls=RedBeatJSONEncoder)  # as RedBeat stores it
+    [result] = from_redbeat([RedBeatRecord("redbeat:e", definition(
+        schedule=json.loads(text)), meta(LAST_RUN))])
+    entry = carried(result)
+    assert (entry.spec.cron_expr, entry.spec.timezone) == (
+        "@rrule DTSTART=20260105T093000-0500;FREQ=HOURLY;COUNT=5;BYMINUTE=30", "UTC")
+    # RedBeat's own rule, decoded by RedBeat, fires what ours does after the last run.
+    theirs = json.loads(text, cls=RedBeatJSONDecoder).rrule
+    calendar = calendar_for(entry.spec.cron_expr, entry.spec.timezone)
+    assert entry.cursor is not None
+    assert next_fire_after(calendar, entry.cursor) == theirs.after(entry.cursor)
 
 
 def definition(**fields: Any) -> str:
@@ -332,8 +407,8 @@ def test_redbeat_name_is_the_definitions_else_the_key_without_the_prefix() -> No
      "its definition cannot be decoded: JSONDecodeError: "),
     (RedBeatRecord("redbeat:x", "[1]", None),
      "its definition cannot be decoded: ValueError: not a JSON object"),
-    (RedBeatRecord("redbeat:x", definition(schedule=json.loads(RRULE)), None),
-     "rrule schedules are not supported"),
+    (RedBeatRecord("redbeat:x", definition(schedule={"__type__": "rrule", "freq": 3}), None),
+     "its rrule cannot be rebuilt as RedBeat would: ValueError: the rrule has no dtstart"),
     (RedBeatRecord("redbeat:x", definition(), "{bad"),
      "its meta (last run) cannot be decoded: JSONDecodeError: "),
     (RedBeatRecord("redbeat:x", definition(schedule=0), None),

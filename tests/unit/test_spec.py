@@ -40,7 +40,7 @@ UTC = timezone.utc
      "0 8 * * 1#2,3#2"),
 ])
 def test_crontab_conversion(tab: crontab, expected: str) -> None:
-    assert to_cron_expression(tab) == (expected, False)
+    assert to_cron_expression(tab) == (expected, None)
 
 
 @pytest.mark.parametrize("tab", [
@@ -68,13 +68,19 @@ def test_crontab_with_no_cron_equivalent_is_rejected(tab: crontab) -> None:
     (schedule(timedelta(days=2), relative=True), "@every 172800s"),
 ])
 def test_interval_conversion_is_epoch_anchored_utc(value, expected: str) -> None:
-    assert to_cron_expression(value) == (expected, True)
+    assert to_cron_expression(value) == (expected, "UTC")
 
 
 @pytest.mark.parametrize(("value", "message"), [
     (0.5, "too short"), (0, "too short"), (1.5, "not a whole number"),
     (timedelta(milliseconds=2500), "not a whole number"),
-    (solar("sunrise", 51.5, -0.1), "solar schedules are not supported"),
+    ("@solar noon 0 0", "unknown solar event"),
+    ("@every 0s", "not an interval"),
+    ("@at 2027-01-01 | runs=1", "not an instant"),
+    ("@cron 0 9 * * *", "without bounds"),
+    ("@cron 0 9 * * * | runs=0", "at least 1"),
+    ("@every 5s | end=2027-01-01T00:00:00Z start=2026-01-01T00:00:00Z", "in that order"),
+    ("@rrule FREQ=DAILY", "needs DTSTART"),
     (object(), "not supported"),
     (None, "is missing"),
     ("0 0 * * * * *", "7 fields"),
@@ -86,8 +92,8 @@ def test_unsupported_schedules_are_rejected(value, message: str) -> None:
 
 
 def test_awa_cron_strings_pass_through() -> None:
-    assert to_cron_expression("0 0 L * *") == ("0 0 L * *", False)
-    assert to_cron_expression("30 0 9 * * 1#1") == ("30 0 9 * * 1#1", False)
+    assert to_cron_expression("0 0 L * *") == ("0 0 L * *", None)
+    assert to_cron_expression("30 0 9 * * 1#1") == ("30 0 9 * * 1#1", None)
 
 
 # Our calendar must fire every converted crontab exactly when Celery's crontab semantics
@@ -186,7 +192,9 @@ def test_every_problem_of_every_entry_is_reported_at_once() -> None:
         "bad-priority": _entry(options={"awa_beat": {"priority": 9, "max_attempts": 0}}),
         "bad-args": _entry(args=[object()]),
         "nul": _entry(kwargs={"s": "a\x00b"}),
-        "solar": _entry(schedule=solar("sunset", 0, 0)),
+        "solar": _entry(schedule=solar("sunset", 0, 0)),  # accepted now
+        "bounds": _entry(options={"awa_beat": {"max_runs": 0, "one_off": "yes",
+                                               "start_time": datetime(2026, 1, 1)}}),
         "no-task": {"schedule": 10},
         "tags": _entry(options={"awa_beat": {"tags": [str(i) for i in range(21)]}}),
         "reserved": _entry(options={"awa_beat": {"metadata": {"cron_name": "x"}}}),
@@ -209,7 +217,9 @@ def test_every_problem_of_every_entry_is_reported_at_once() -> None:
         ("bad-priority", "options.awa_beat.max_attempts"),
         ("bad-args", "args"),
         ("nul", "kwargs"),
-        ("solar", "schedule"),
+        ("bounds", "options.awa_beat.max_runs"),
+        ("bounds", "options.awa_beat.one_off"),
+        ("bounds", "options.awa_beat.start_time"),
         ("no-task", "task"),
         ("tags", "options.awa_beat.tags"),
         ("reserved", "options.awa_beat.metadata.cron_name"),
