@@ -93,3 +93,23 @@ def test_celery_awa_add_reads_the_entry_with_the_apps_settings(db_url: str, layo
                                           obj=SimpleNamespace(app=app)).output)
     assert shown["metadata"]["celery"]["dispatch"] == "celery"
     assert shown["metadata"]["celery"]["deployment"] == "proj"
+
+
+def test_at_and_solar_store_calendars_awa_never_fires(db_url: str) -> None:
+    once = run("add", "nye", "--task", "t.greet", "--at", "2030-01-01T00:00+01:00", "--json",
+               "--database-url", db_url)
+    assert once.exit_code == 0, once.output
+    shown = json.loads(once.output)
+    assert shown["schedule"] == "@at 2029-12-31T23:00:00Z | runs=1"
+    upcoming = json.loads(run("show", "nye", "--json", "--database-url", db_url).output)
+    assert upcoming["next_fires"][0].startswith("2029-12-31T23:00:00")
+    assert len(upcoming["next_fires"]) == 1  # once, and never again
+
+    dusk = run("add", "dusk", "--task", "t.lights", "--solar", "sunset:48.85:2.35", "--json",
+               "--database-url", db_url)
+    assert dusk.exit_code == 0, dusk.output
+    assert json.loads(dusk.output)["schedule"] == "@solar sunset 48.85 2.35"
+    bad = run("add", "dawn", "--task", "t", "--solar", "sunfoo:48.85:2.35",
+              "--database-url", db_url)
+    assert bad.exit_code == 1 and bad.output.startswith("error: --solar 'sunfoo:48.85:2.35'")
+    assert count(db_url) == 2
