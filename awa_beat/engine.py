@@ -36,9 +36,16 @@ from datetime import datetime, timedelta, timezone
 from typing import Protocol
 
 from .errors import ScheduleError, StoreError
-from .fire_times import POLICIES, Calendar, calendar_for, due_fires, next_fire_after
+from .fire_times import (
+    POLICIES,
+    Calendar,
+    calendar_for,
+    due_fires,
+    fires_between,
+    next_fire_after,
+)
 from .logs import event
-from .records import CronState, FireRequest, FireResult, TableState
+from .records import Coalesced, CronState, FireRequest, FireResult, TableState
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +60,8 @@ RETRY_DELAY = 1.0
 #: Schedules per fire statement; more due at once are fired over several passes, so
 #: that a burst is published while the rest is fired, with bounded memory.
 FIRE_BATCH = 2000
+#: Fires a coalesce left out are counted up to this many (then recorded as "at least").
+COALESCED_COUNT_LIMIT = 10000
 
 
 def utcnow() -> datetime:
@@ -318,7 +327,8 @@ class Engine:
                               created_at=row.created_at, now=now,
                               policy=row.missed_fire_policy, limit=self.catch_up_limit)
             if fires:
-                requests.append(FireRequest(name, row.last_enqueued_at, fires))
+                requests.append(FireRequest(name, row.last_enqueued_at, fires,
+                                            _left_out(entry.calendar, row, fires)))
             else:
                 self._schedule(entry)
         if not requests:
@@ -338,7 +348,7 @@ class Engine:
 
     def _after_fire(self, requests: list[FireRequest], result: FireResult,
                     now_epoch: float) -> None:
-        fired = {job.name: job.updated_at for job in result.jobs}
+        fired = {job.name: job.updated_at for job in [*result.jobs, *result.skipped]}
         lost = []
         for request in requests:
             entry = self._entries[request.name]
@@ -382,3 +392,20 @@ class Engine:
 
     def rows(self) -> list[CronState]:
         return [entry.row for entry in self._entries.values()]
+
+
+def _left_out(calendar: Calendar, row: CronState, fires: Sequence[datetime]
+              ) -> Coalesced | None:
+    """The fires a coalesce passed over before ``fires``: one calendar step when there
+    were none (every normal fire), counted only after downtime or a pause."""
+    if row.missed_fire_policy != "coalesce" or row.last_enqueued_at is None:
+        return None
+    first = next_fire_after(calendar, row.last_enqueued_at)
+    if first is None or first >= fires[0]:
+        return None
+    missed = fires_between(calendar, row.last_enqueued_at,
+                           fires[0] - timedelta(microseconds=1), COALESCED_COUNT_LIMIT)
+    if not missed:
+        return None
+    return Coalesced(missed[0], missed[-1], len(missed),
+                     capped=len(missed) >= COALESCED_COUNT_LIMIT)
