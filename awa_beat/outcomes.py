@@ -346,7 +346,7 @@ def _request_fire(request: Any) -> Fire | None:
     """From a task's request (Context): custom headers are its attributes in protocol 2,
     or in ``request.headers`` under some transports and versions."""
     found = identify(getattr(request, "id", None), request)
-    if found is None and getattr(request, "headers", None):
+    if found is None and isinstance(getattr(request, "headers", None), Mapping):
         found = identify(request.id, request.headers)
     return found
 
@@ -415,8 +415,10 @@ class Tracker:
         """A revoked task (never started, or terminated while running, maybe in a pool
         process): reported by the worker's main process from its request."""
         task_id = getattr(request, "id", None)
-        headers = getattr(request, "request_dict", None) or {}
-        fire = identify(task_id, headers)
+        # Celery passes the task's Context (headers as attributes); older versions the
+        # worker's Request, whose headers are in request_dict.
+        fire = _request_fire(request) or identify(
+            task_id, getattr(request, "request_dict", None) or {})
         if fire is None:
             return
         self._running.pop(task_id, None)
