@@ -349,6 +349,10 @@ class Engine:
     def _after_fire(self, requests: list[FireRequest], result: FireResult,
                     now_epoch: float) -> None:
         fired = {job.name: job.updated_at for job in [*result.jobs, *result.skipped]}
+        for job in result.skipped:
+            event(logger, logging.INFO, "fire.skipped",
+                  "beat: skipped %s for %s: its last run has not finished (overlap=skip)",
+                  job.name, job.fire_time, schedule=job.name, fire_time=job.fire_time)
         lost = []
         for request in requests:
             entry = self._entries[request.name]
