@@ -145,3 +145,35 @@ def test_overdue_lists_missed_failed_and_late_schedules(store: Store) -> None:
     assert found["failing"][0].startswith("failed")
     assert found["late"][0].startswith("deadline")
     assert found["missed"][0].startswith("missed")
+
+
+def test_history_status_and_doctor_commands_show_occurrences_and_overdue(store: Store
+                                                                         ) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from awa_beat.cli import main
+
+    register(store, "nightly", overlap="skip")
+    t1, t2 = T0 + timedelta(minutes=1), T0 + timedelta(minutes=2)
+    fire(store, "nightly", T0, t1)
+    fire(store, "nightly", t1, t2)
+    finish(store, "nightly", t1, "failed")
+    url = store.conninfo
+
+    def cli(*args: str) -> Any:
+        return CliRunner().invoke(main, [*args, "--database-url", url],
+                                  catch_exceptions=False)
+
+    shown = json.loads(cli("history", "nightly", "--json").output)
+    assert [(o["kind"], o["outcome"]) for o in shown] == [("skipped", None),
+                                                          ("fired", "failed")]
+    assert shown[1]["runtime"] == 0.5 and shown[1]["fire_time"] == t1.isoformat()
+    table = cli("history", "nightly").output
+    assert "overlap: the previous run had not finished" in table and "0.500 s" in table
+    status = json.loads(cli("status", "--json").output)
+    assert [o["name"] for o in status["overdue"]] == ["nightly"]
+    doctor = cli("doctor")
+    assert doctor.exit_code == 1 and "1 overdue schedule(s)" in doctor.output
+    assert "nightly: " in doctor.output
