@@ -227,3 +227,22 @@ def test_settings_read_the_flags_from_the_app_or_the_environment() -> None:
         True, True, 7.0)
     with pytest.raises(ConfigError, match="awa_beat_track_outcomes"):
         Settings.from_app({}, {"AWA_BEAT_TRACK_OUTCOMES": "maybe"})
+
+
+def test_a_coalesce_counts_the_fires_it_left_out_and_a_normal_fire_none() -> None:
+    from awa_beat.engine import _left_out
+    from awa_beat.fire_times import calendar_for
+    from awa_beat.records import CronState
+
+    calendar = calendar_for("* * * * *", "UTC")
+    t0 = datetime(2026, 12, 3, 12, tzinfo=UTC)
+
+    def row(policy: str = "coalesce", cursor: datetime | None = t0) -> CronState:
+        return CronState("s", "* * * * *", "UTC", policy, cursor, t0, t0, None)
+
+    assert _left_out(calendar, row(), [t0 + timedelta(minutes=1)]) is None
+    left = _left_out(calendar, row(), [t0 + timedelta(minutes=10)])
+    assert left is not None and (left.first, left.last, left.count, left.capped) == (
+        t0 + timedelta(minutes=1), t0 + timedelta(minutes=9), 9, False)
+    assert _left_out(calendar, row("catch_up"), [t0 + timedelta(minutes=10)]) is None
+    assert _left_out(calendar, row(cursor=None), [t0 + timedelta(minutes=10)]) is None
