@@ -112,6 +112,12 @@ class Settings:
     """Most schedules with series of their own in the metrics (0: none)."""
     stuck_after: float = 60.0
     """Seconds past its planned next step after which the loop counts as stuck."""
+    track_outcomes: bool = False
+    """A worker records what became of every task awa-beat fired (docs/outcomes.md)."""
+    at_most_once: bool = False
+    """A worker never runs a fire whose task already started (every schedule's)."""
+    outcome_retention: float = 30.0
+    """Days outcomes and skipped or coalesced occurrences are kept."""
 
     @classmethod
     def from_app(cls, conf: Any, environ: Mapping[str, str] | None = None,
@@ -160,6 +166,10 @@ class Settings:
                                            defaults.metrics_schedule_limit, minimum=0),
             stuck_after=_number(get("stuck_after"), "stuck_after", float,
                                 defaults.stuck_after, minimum=1),
+            track_outcomes=_flag(get("track_outcomes"), "track_outcomes"),
+            at_most_once=_flag(get("at_most_once"), "at_most_once"),
+            outcome_retention=_number(get("outcome_retention"), "outcome_retention", float,
+                                      defaults.outcome_retention, minimum=0.01),
         )
 
 
@@ -182,6 +192,21 @@ def _number(value: Any, key: str, kind: type, default: Any, *, minimum: float,
         raise ConfigError(f"awa_beat_{key} is {value!r}; it must be at least {minimum}"
                           + (f" and at most {maximum}" if maximum is not None else ""))
     return number
+
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
+
+
+def _flag(value: Any, key: str) -> bool:
+    """A boolean setting: True/False in the app, or 1/0, true/false, yes/no, on/off."""
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    text = str(value).strip().lower()
+    if text in _TRUE or text in _FALSE:
+        return text in _TRUE
+    raise ConfigError(f"awa_beat_{key} is {value!r}; use True or False "
+                      "(in the environment: 1/0, true/false, yes/no, on/off)")
 
 
 def _choice(value: Any, key: str, allowed: tuple[str, ...]) -> str | None:

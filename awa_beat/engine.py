@@ -46,7 +46,7 @@ from .fire_times import (
 )
 from .logs import event
 from .markers import max_runs
-from .records import CronState, FireRequest, FireResult, TableState
+from .records import Coalesced, CronState, FireRequest, FireResult, TableState
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +61,8 @@ RETRY_DELAY = 1.0
 #: Schedules per fire statement; more due at once are fired over several passes, so
 #: that a burst is published while the rest is fired, with bounded memory.
 FIRE_BATCH = 2000
+#: Fires a coalesce left out are counted up to this many (then recorded as "at least").
+COALESCED_COUNT_LIMIT = 10000
 
 
 def utcnow() -> datetime:
@@ -119,9 +121,9 @@ class EngineStats:
 
 
 #: Why a due fire time was not fired here: another evaluator fired it first (or the row
-#: was paused, edited or removed meanwhile), the row is invalid, or the database
-#: refused it (retried a second later).
-SKIP_REASONS = ("concurrent", "invalid", "failed")
+#: was paused, edited or removed meanwhile), the row is invalid, the database refused it
+#: (retried a second later), or its last run had not finished (``overlap: skip``).
+SKIP_REASONS = ("concurrent", "invalid", "failed", "overlap")
 #: The outcome of a schedule's last fire, as beat saw it.
 OUTCOMES = ("fired", *SKIP_REASONS)
 
@@ -354,8 +356,6 @@ class Engine:
         now = self.clock()
         now_epoch = now.timestamp()
         requests: list[FireRequest] = []
-        folded: dict[str, int] = {}
-        """Fire times each coalesced request folds into its fire."""
         while len(requests) < FIRE_BATCH:
             self._drop_stale()
             if not self._heap or self._heap[0][0] > now_epoch:
@@ -369,15 +369,15 @@ class Engine:
                               created_at=row.created_at, now=now,
                               policy=row.missed_fire_policy, limit=self.catch_up_limit)
             if fires:
+                coalesced = None
                 if (row.missed_fire_policy == "coalesce" and row.last_enqueued_at is not None
                         and (fires[-1].timestamp() > due or name in self._retrying)):
                     # Only where fire times may have been missed: the first due one is
                     # earlier, or the fire was put off by an error.
-                    folded[name] = len(fires_between(
-                        entry.calendar, row.last_enqueued_at, fires[-1],
-                        self.catch_up_limit)) - 1
+                    coalesced = _left_out(entry.calendar, row, fires)
                 requests.append(FireRequest(name, row.last_enqueued_at, fires,
-                                            max_runs(row.cron_expr) is not None))
+                                            limited=max_runs(row.cron_expr) is not None,
+                                            coalesced=coalesced))
             else:
                 self._schedule(entry)
         if not requests:
@@ -391,22 +391,33 @@ class Engine:
                 self._retrying.add(request.name)
             raise
         self.last_lag = now_epoch - max(r.fire_times[-1].timestamp() for r in requests)
-        self._after_fire(requests, result, now_epoch, folded)
+        self._after_fire(requests, result, now_epoch)
         if self.on_fired is not None and result.jobs:
             self.on_fired(result)
         return result
 
     def _after_fire(self, requests: list[FireRequest], result: FireResult,
-                    now_epoch: float, folded: dict[str, int]) -> None:
-        fired = {job.name: job.updated_at for job in result.jobs}
+                    now_epoch: float) -> None:
+        fired = {job.name: job.updated_at for job in [*result.jobs, *result.skipped]}
         stats = self.stats
+        overlapped: dict[str, int] = {}
+        for job in result.skipped:
+            overlapped[job.name] = overlapped.get(job.name, 0) + 1
+            event(logger, logging.INFO, "fire.skipped",
+                  "beat: skipped %s for %s: its last run has not finished (overlap=skip)",
+                  job.name, job.fire_time, schedule=job.name, fire_time=job.fire_time)
         lost = []
         for request in requests:
             entry = self._entries[request.name]
             if request.name in fired:
                 self._retrying.discard(request.name)
-                self._outcome(request.name, "fired")
-                stats.coalesced += folded.get(request.name, 0)
+                skips = overlapped.get(request.name, 0)
+                if skips:
+                    stats.skipped["overlap"] += skips
+                self._outcome(request.name, "overlap" if skips == len(request.fire_times)
+                              else "fired")
+                if request.coalesced is not None:
+                    stats.coalesced += request.coalesced.count
                 if request.limited:
                     # The statement may have fired fewer runs than asked and retired the
                     # row, which only the row tells: re-read below.
@@ -493,3 +504,20 @@ class Engine:
 
     def rows(self) -> list[CronState]:
         return [entry.row for entry in self._entries.values()]
+
+
+def _left_out(calendar: Calendar, row: CronState, fires: Sequence[datetime]
+              ) -> Coalesced | None:
+    """The fires a coalesce passed over before ``fires``: one calendar step when there
+    were none (every normal fire), counted only after downtime or a pause."""
+    if row.missed_fire_policy != "coalesce" or row.last_enqueued_at is None:
+        return None
+    first = next_fire_after(calendar, row.last_enqueued_at)
+    if first is None or first >= fires[0]:
+        return None
+    missed = fires_between(calendar, row.last_enqueued_at,
+                           fires[0] - timedelta(microseconds=1), COALESCED_COUNT_LIMIT)
+    if not missed:
+        return None
+    return Coalesced(missed[0], missed[-1], len(missed),
+                     capped=len(missed) >= COALESCED_COUNT_LIMIT)

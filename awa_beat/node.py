@@ -60,6 +60,9 @@ NOTIFIED_REFRESH_INTERVAL = 60.0
 RESYNC_SLICE = 2000
 #: Seconds between two refreshes of a standby's view of the table.
 STANDBY_REFRESH_INTERVAL = 5.0
+#: Seconds between two purges of outcomes and occurrences past their retention by the
+#: leader (workers that record outcomes purge too; occurrences exist without them).
+OUTCOME_PURGE_INTERVAL = 3600.0
 #: Longest sleep after a database error before the next attempt.
 MAX_RETRY_WAIT = 1.0
 #: Upper bounds (seconds) of the fire-lag histogram's buckets.
@@ -294,6 +297,7 @@ class BeatNode:
             logger.info("beat: per-schedule metrics for the first %d of %d schedules by "
                         "name (awa_beat_metrics_schedule_limit)", len(self.watched),
                         len(chosen))
+        self._outcome_purge_at = 0.0
 
     def __repr__(self) -> str:
         return f"<BeatNode {self.identity} {self.status().role}>"
@@ -615,6 +619,11 @@ class BeatNode:
                 role=status.role, started_at=self._started_at,
                 leader_since=status.leader_since,
                 last_lag_ms=None if status.last_lag is None else status.last_lag * 1000)
+        purge = getattr(self.store, "purge_outcomes", None)
+        if status.role == "leader" and purge is not None and now >= self._outcome_purge_at:
+            self._outcome_purge_at = now + OUTCOME_PURGE_INTERVAL
+            with contextlib.suppress(StoreError):
+                purge(timedelta(days=self.settings.outcome_retention))
 
     def _store_failed(self, exc: StoreError) -> float:
         if not self._outage:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import getpass
 import socket
 from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -34,10 +34,10 @@ from .errors import (
     ScheduleOwned,
     SessionLockUnsupported,
 )
-from .fire_times import POLICIES, calendar_for, every_seconds, next_fire_after
+from .fire_times import POLICIES, calendar_for, due_fires, every_seconds, next_fire_after
 from .leader import Leadership
 from .records import ScheduleRow
-from .spec import AWA_BEAT_OPTION, ScheduleSpec, specs_from_beat_schedule
+from .spec import AWA_BEAT_OPTION, DEFAULT_MAX_RUNTIME, ScheduleSpec, specs_from_beat_schedule
 from .store import Store
 
 if TYPE_CHECKING:
@@ -147,6 +147,91 @@ class JobRecord:
 
 
 @dataclass(frozen=True)
+class Occurrence:
+    """One occurrence of a schedule (``awa-beat history NAME``): a fire and what became
+    of it, a manual trigger, a fire the overlap policy skipped, or fires a coalesce left
+    out."""
+
+    kind: str
+    """``fired``, ``triggered``, ``skipped`` or ``coalesced``."""
+    at: datetime
+    """The fire time (a trigger: when it was made; coalesced: the first fire left out)."""
+    job_id: int | None = None
+    task_id: str | None = None
+    job_state: str | None = None
+    outcome: str | None = None
+    """``started``, ``succeeded``, ``failed``, ``retried``, ``revoked``, ``lost``, or None
+    while nothing is known (not run yet, or the worker does not record outcomes)."""
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    runtime: float | None = None
+    """Seconds the last run took."""
+    worker: str | None = None
+    error: str | None = None
+    duplicates: int = 0
+    """Deliveries of this fire beyond the first that started a run."""
+    last_fire_time: datetime | None = None
+    """Coalesced: the last fire left out."""
+    count: int = 1
+    """Coalesced: how many fires were left out."""
+    reason: str | None = None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Occurrence:
+        return cls(**{f.name: row[f.name] for f in fields(cls)})
+
+
+#: Seconds after a fire was due before its absence makes a schedule overdue.
+OVERDUE_GRACE = 30.0
+
+
+@dataclass(frozen=True)
+class Overdue:
+    """A schedule that is overdue, and why (:func:`overdue_reasons`)."""
+
+    name: str
+    reasons: tuple[str, ...]
+    last_fire: datetime | None
+    last_outcome: str | None
+
+
+def overdue_reasons(*, cron_expr: str, timezone_name: str, policy: str,
+                    cursor: datetime | None, created_at: datetime, paused: bool,
+                    now: datetime, deadline: float | None, last_outcome: str | None,
+                    cursor_outcome: str | None, cursor_finished_at: datetime | None,
+                    grace: float = OVERDUE_GRACE) -> list[str]:
+    """Why a schedule is overdue at ``now`` (empty: it is not). A paused schedule never is.
+
+    * ``missed``: a fire was due more than ``grace`` seconds ago and did not happen.
+    * ``failed``: its latest reported run failed or was lost.
+    * ``deadline``: ``deadline`` seconds after its latest fire, that fire's run has not
+      succeeded, or succeeded later than that.
+    """
+    if paused:
+        return []
+    reasons = []
+    try:
+        calendar = calendar_for(cron_expr, timezone_name)
+    except AwaBeatError:
+        return []
+    if policy in POLICIES and due_fires(
+            calendar, last_enqueued_at=cursor, created_at=created_at,
+            now=now - timedelta(seconds=grace), policy="coalesce"):
+        reasons.append("missed: a due fire did not happen")
+    if last_outcome in ("failed", "lost"):
+        reasons.append(f"failed: its last run {'was lost' if last_outcome == 'lost' else 'failed'}")
+    if deadline is not None and cursor is not None:
+        by = cursor + timedelta(seconds=deadline)
+        in_time = (cursor_outcome == "succeeded" and cursor_finished_at is not None
+                   and cursor_finished_at <= by)
+        if now > by and not in_time:
+            fired = cursor.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+            reasons.append(f"deadline: the fire of {fired} UTC did not succeed within "
+                           f"{deadline:g} s")
+    return reasons
+
+
+@dataclass(frozen=True)
 class BeatView:
     """A beat process seen recently (its heartbeat row)."""
 
@@ -177,6 +262,7 @@ class ClusterStatus:
     standbys: list[BeatView]
     backlog: int
     """Jobs for Celery the bridge has not published yet."""
+    overdue: list[Overdue] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -238,7 +324,9 @@ def beat_entry(row: ScheduleRow) -> dict[str, Any]:
     call = row.args if isinstance(row.args, dict) else {}
     meta = dict(row.metadata or {})
     celery = meta.pop("celery", {}) or {}
-    awa: dict[str, Any] = {"timezone": row.timezone, "missed_fire_policy": row.missed_fire_policy}
+    outcome_options = meta.pop("awa_beat", {}) or {}
+    awa: dict[str, Any] = {"timezone": row.timezone, "missed_fire_policy": row.missed_fire_policy,
+                           **outcome_options}
     if row.queue != "default":
         awa["queue"] = row.queue
     if row.priority != 2:
@@ -463,6 +551,31 @@ class Operations:
             jobs = self.store.jobs(name, limit)
         return [JobRecord.from_job(j) for j in jobs]
 
+    def occurrences(self, name: str, limit: int = 20) -> list[Occurrence]:
+        """``name``'s occurrences, newest first: fires with their outcome and run time,
+        manual triggers, fires skipped by the overlap policy, fires a coalesce left out
+        (NotFound if there is no such schedule)."""
+        self.store.get(name)
+        return [Occurrence.from_row(r) for r in
+                self.store.schedule_history(name, limit, DEFAULT_MAX_RUNTIME)]
+
+    def overdue(self) -> list[Overdue]:
+        """Every overdue schedule, by name (see :func:`overdue_reasons`)."""
+        now = self.clock()
+        found = []
+        for r in self.store.overdue_candidates(DEFAULT_MAX_RUNTIME):
+            reasons = overdue_reasons(
+                cron_expr=r["cron_expr"], timezone_name=r["timezone"],
+                policy=r["missed_fire_policy"], cursor=r["last_enqueued_at"],
+                created_at=r["created_at"], paused=r["paused_at"] is not None, now=now,
+                deadline=r["deadline"], last_outcome=r["last_outcome"],
+                cursor_outcome=r["cursor_outcome"],
+                cursor_finished_at=r["cursor_finished_at"])
+            if reasons:
+                found.append(Overdue(r["name"], tuple(reasons), r["last_enqueued_at"],
+                                     r["last_outcome"]))
+        return found
+
     def upcoming(self, row: ScheduleRow, now: datetime | None = None,
                  count: int = 10) -> list[UpcomingFire]:
         """``row``'s next ``count`` fires after ``now`` (default: the clock's), DST changes
@@ -488,7 +601,8 @@ class Operations:
         return ClusterStatus(
             leaders=[b for b in beats if b.role == "leader" and b.holds_lock],
             standbys=[b for b in beats if b.role == "standby"],
-            backlog=self.store.count_all_pending_celery_jobs())
+            backlog=self.store.count_all_pending_celery_jobs(),
+            overdue=self.overdue())
 
     # -- doctor ---------------------------------------------------------------------------
 
@@ -519,6 +633,14 @@ class Operations:
         yield Check(not invalid, f"{len(rows)} schedule(s), {len(invalid)} invalid",
                     "fix the expression or time zone in beat_schedule, or "
                     "`awa-beat remove NAME`", tuple(invalid))
+        try:
+            overdue = self.overdue()
+        except AwaBeatError as exc:
+            yield Check(False, f"overdue schedules: {exc}", "run `awa-beat migrate`")
+        else:
+            yield Check(not overdue, f"{len(overdue)} overdue schedule(s)",
+                        "see `awa-beat history NAME`: is beat running, do the tasks fail?",
+                        tuple(f"{o.name}: {'; '.join(o.reasons)}" for o in overdue))
         orphans = self.orphans()
         if orphans is not None:
             yield Check(not orphans,

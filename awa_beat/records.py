@@ -59,6 +59,19 @@ class FireRequest:
     limited: bool = False
     """The schedule has a run limit (``runs=`` in its marker): the statement counts its
     runs and fires no more than are left."""
+    coalesced: Coalesced | None = None
+    """The fires a coalesce left out before ``fire_times``, recorded with the fire."""
+
+
+@dataclass(frozen=True)
+class Coalesced:
+    """Fire times a coalesce passed over: the first and last of them, and how many
+    (counted up to a limit: ``capped`` when there were more)."""
+
+    first: datetime
+    last: datetime
+    count: int
+    capped: bool = False
 
 
 @dataclass(frozen=True)
@@ -76,6 +89,8 @@ class FireResult:
     jobs: list[FiredJob] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     """Schedules whose fire raised a database error, with the error's first line."""
+    skipped: list[FiredJob] = field(default_factory=list)
+    """Fires the overlap policy passed over (cursor moved, no job): ``job_id`` is 0."""
 
 
 @dataclass(frozen=True)

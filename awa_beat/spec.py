@@ -20,6 +20,10 @@ Where things go in an entry (a normal Celery ``beat_schedule`` entry)::
                 "metrics": True,                    # series of its own (observability.md)
                 "start_time": datetime(...),        # bounds, any schedule (see below)
                 "end_time": "2027-01-01T00:00:00Z", "max_runs": 3, "one_off": False,
+                "overlap": "skip",                  # or "allow" (default); docs/outcomes.md
+                "max_runtime": 600,                 # s; default: a numeric expires, else 1 h
+                "deadline": 900,                    # s after the fire; else never overdue late
+                "at_most_once": True,               # never run one fire twice
             },
         },
     }
@@ -102,11 +106,18 @@ from .markers import (
 AWA_BEAT_OPTION = "awa_beat"
 _AWA_KEYS = {"timezone", "missed_fire_policy", "queue", "priority", "max_attempts", "tags",
              "metadata", "dispatch", "metrics", "start_time", "end_time", "max_runs",
-             "one_off"}
+             "one_off", "overlap", "max_runtime", "deadline", "at_most_once"}
+#: Overlap policies (docs/outcomes.md): fire whatever runs, or not while the last run
+#: has not finished.
+OVERLAPS = ("allow", "skip")
+#: Seconds after its start (or its fire, if it never started) after which a run that
+#: never reported back stops blocking its schedule and shows as lost, unless the entry
+#: gives ``max_runtime`` or a numeric ``expires``.
+DEFAULT_MAX_RUNTIME = 3600.0
 #: Who runs a fired job: a Celery worker (through the dispatch bridge) or an Awa worker.
 DISPATCHES = ("celery", "awa")
 #: Metadata keys written on every fired job; a user value would be overwritten.
-RESERVED_METADATA = {"cron_name", "cron_fire_time", "triggered_manually", "celery"}
+RESERVED_METADATA = {"cron_name", "cron_fire_time", "triggered_manually", "celery", "awa_beat"}
 _ENTRY_KEYS = {"task", "schedule", "args", "kwargs", "options", "relative"}
 
 
@@ -130,6 +141,9 @@ class ScheduleSpec:
     dispatch: str = "awa"
     metrics: bool = False
     """Series of its own in this beat's metrics (not stored: each beat's own choice)."""
+    outcomes: Mapping[str, Any] = field(default_factory=dict)
+    """``overlap``, ``max_runtime``, ``deadline``, ``at_most_once`` as given (stored in
+    ``metadata["awa_beat"]``, which the fire statement and the workers read)."""
 
     def row(self, deployment: str | None = None) -> dict[str, Any]:
         """The ``awa.cron_jobs`` columns this spec syncs to.
@@ -140,6 +154,8 @@ class ScheduleSpec:
         """
         metadata = dict(self.metadata)
         metadata["celery"] = {"options": dict(self.options), "dispatch": self.dispatch}
+        if self.outcomes:
+            metadata["awa_beat"] = dict(self.outcomes)
         if deployment is not None:
             # The bridge publishes only its own deployment's jobs, to its own broker.
             metadata["celery"]["deployment"] = deployment
@@ -312,14 +328,51 @@ def _convert(name: Any, entry: Any, default_tz: str, default_dispatch: str,
             problems.add(label, f"options.awa_beat.metadata.{key}",
                          "is reserved: awa-beat writes it on every fired job")
 
+    outcomes = _outcome_options(label, awa, options, problems)
+
     if len(problems.items) > before or cron_expr is None:
         return None
     return ScheduleSpec(
         name=name, kind=task, cron_expr=cron_expr, timezone=tz, args=args,
         kwargs=dict(kwargs), options=options, missed_fire_policy=policy, queue=queue,
         priority=int(priority), max_attempts=int(max_attempts), tags=tuple(tags),
-        metadata=dict(metadata), dispatch=dispatch, metrics=metrics,
+        metadata=dict(metadata), dispatch=dispatch, metrics=metrics, outcomes=outcomes,
     )
+
+
+def _outcome_options(label: str, awa: Mapping[str, Any], options: Mapping[str, Any],
+                     problems: _Problems) -> dict[str, Any]:
+    """The entry's outcome settings, validated; ``max_runtime`` resolved whenever an
+    overlap policy needs it (from ``expires`` if numeric, else the default)."""
+    out: dict[str, Any] = {}
+    overlap = awa.get("overlap", "allow")
+    if overlap not in OVERLAPS:
+        problems.add(label, "options.awa_beat.overlap",
+                     f"{overlap!r} is not an overlap policy; use 'allow' or 'skip'")
+    elif overlap != "allow":
+        out["overlap"] = overlap
+    for key in ("max_runtime", "deadline"):
+        value = awa.get(key)
+        if value is None:
+            continue
+        if (isinstance(value, bool) or not isinstance(value, (int, float))
+                or not math.isfinite(value) or value <= 0):
+            problems.add(label, f"options.awa_beat.{key}",
+                         f"{value!r} must be a positive number of seconds")
+        else:
+            out[key] = float(value)
+    once = awa.get("at_most_once")
+    if once is not None:
+        if not isinstance(once, bool):
+            problems.add(label, "options.awa_beat.at_most_once",
+                         f"{once!r} must be True or False")
+        elif once:
+            out["at_most_once"] = True
+    if "max_runtime" not in out and ("overlap" in out or "deadline" in out):
+        expires = options.get("expires")
+        numeric = isinstance(expires, (int, float)) and not isinstance(expires, bool)
+        out["max_runtime"] = float(expires) if numeric and expires > 0 else DEFAULT_MAX_RUNTIME
+    return out
 
 
 def _int_in(value: Any, low: int, high: int) -> bool:

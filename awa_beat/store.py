@@ -501,6 +501,44 @@ class Store:
                                {"retention": retention, "limit": limit})
             return cur.rowcount
 
+    # -- outcomes (awa_beat/outcomes.py) ------------------------------------------------
+
+    def record_outcomes(self, columns: dict[str, list[Any]]) -> None:
+        """Upsert workers' reports: parallel arrays, one row per task id (see
+        :func:`awa_beat.outcomes.outcome_params`)."""
+        with self._conn() as conn, wrap_errors("recording outcomes"):
+            conn.execute(queries["record_outcomes"], columns)
+
+    def claim_outcome(self, **run: Any) -> bool:
+        """Start the run of ``run["task_id"]`` unless one started already (at most once);
+        a refused claim is counted as a duplicate delivery."""
+        with self._conn() as conn, wrap_errors("claiming a run"):
+            claimed = conn.execute(queries["claim_outcome"], run).fetchone() is not None
+            if not claimed:
+                conn.execute(queries["count_duplicate"], {"task_id": run["task_id"]})
+        return claimed
+
+    def purge_outcomes(self, retention: timedelta, limit: int = 5000) -> int:
+        with self._conn() as conn, wrap_errors("deleting old outcomes"):
+            row = conn.execute(queries["purge_outcomes"],
+                               {"retention": retention, "limit": limit}).fetchone()
+        return int(row[0]) if row else 0
+
+    def schedule_history(self, name: str, limit: int, default_max_runtime: float
+                         ) -> list[dict[str, Any]]:
+        """Every occurrence of ``name``, newest first (see ``schedule_history``)."""
+        with self._conn() as conn, wrap_errors(f"reading the history of {name!r}"):
+            cur = conn.cursor(row_factory=dict_row)
+            return cur.execute(queries["schedule_history"], {
+                "name": name, "limit": limit,
+                "default_max_runtime": default_max_runtime}).fetchall()
+
+    def overdue_candidates(self, default_max_runtime: float) -> list[dict[str, Any]]:
+        with self._conn() as conn, wrap_errors("reading the last runs"):
+            cur = conn.cursor(row_factory=dict_row)
+            return cur.execute(queries["overdue_candidates"],
+                               {"default_max_runtime": default_max_runtime}).fetchall()
+
     # -- beats (for `awa-beat status`) -----------------------------------------------------
 
     def heartbeat(self, **beat: Any) -> None:
@@ -553,7 +591,9 @@ class Store:
         if not requests:
             return result
         try:
-            result.jobs = self._fire_batch(requests)
+            fired = self._fire_batch(requests)
+            result.jobs = [j for j in fired if j.job_id]
+            result.skipped = [j for j in fired if not j.job_id]
         except psycopg.OperationalError as exc:
             raise DatabaseUnavailable(f"firing failed: {first_line(exc)}") from exc
         except psycopg.Error as exc:
@@ -563,13 +603,14 @@ class Store:
             for request in requests:
                 single = self.fire([request])
                 result.jobs += single.jobs
+                result.skipped += single.skipped
                 result.failed.update(single.failed)
         return result
 
     def _fire_batch(self, requests: Sequence[FireRequest]) -> list[FiredJob]:
         with self._conn() as conn:
             rows = conn.execute(fire_query(self.awa_owned), fire_params(requests)).fetchall()
-        return [FiredJob(int(job_id), name, fire_time, updated_at)
+        return [FiredJob(int(job_id or 0), name, fire_time, updated_at)
                 for job_id, name, fire_time, updated_at in rows]
 
 
@@ -624,6 +665,7 @@ def fire_query(awa_owned: bool) -> LiteralString:
 
 def fire_params(requests: Sequence[FireRequest]) -> dict[str, list[Any]]:
     """Bind parameters of :func:`fire_query`: parallel arrays, one round trip in all."""
+    coalesced = [r for r in requests if r.coalesced is not None]
     return {
         "names": [r.name for r in requests],
         "expected": [r.expected for r in requests],
@@ -634,4 +676,8 @@ def fire_params(requests: Sequence[FireRequest]) -> dict[str, list[Any]]:
         "fire_seqs": [i for r in requests for i in range(1, len(r.fire_times) + 1)],
         "limited": [r.name for r in requests if r.limited],
         "retired_by": RETIRED_BY,
+        "coalesced_names": [r.name for r in coalesced],
+        "coalesced_first": [r.coalesced.first for r in coalesced],  # type: ignore[union-attr]
+        "coalesced_last": [r.coalesced.last for r in coalesced],  # type: ignore[union-attr]
+        "coalesced_counts": [r.coalesced.count for r in coalesced],  # type: ignore[union-attr]
     }

@@ -2,6 +2,7 @@
 
     python benchmarks/chaos.py [--faults sigkill,sigstop,...] [--fault-seconds 20]
                                [--short] [--json] [--inject KIND,...] [--self-test]
+                               [--at-most-once]
 
 Starts a private PostgreSQL cluster, ``--replicas`` `celery beat -S awa_beat.Scheduler`
 processes (each in a network namespace of its own when the partition fault is run),
@@ -11,6 +12,12 @@ one every second (coalesce) and two every 2 and 3 s (catch_up). Then it injects 
 faults one after another, each followed by a wait for recovery and a few quiet seconds.
 At the end it pauses the schedules, waits for the worker to run everything fired, stops
 every process and reads what happened. benchmarks/README.md says how to read the output.
+
+With ``--at-most-once`` the worker records outcomes and claims each fire before running
+it (``awa_beat_at_most_once``): a message the bridge published twice is run once, and
+the report adds how many second deliveries the worker skipped. The die-before-mark
+fault (not in the default list) forces that case: the leader dies after the broker
+accepted a batch and before the batch is marked published.
 """
 
 from __future__ import annotations
@@ -62,7 +69,12 @@ FAULTS: dict[str, str] = {
     "pg-restart": "PostgreSQL crashed (pg_ctl stop -m immediate), started at the fault's end",
     "sigterm": "SIGTERM of the leader; a replacement started once it exited",
     "kill-two": "SIGKILL of the leader and one standby at once; two replacements",
+    "die-before-mark": "the leader dies (os._exit) after the broker accepted a batch and "
+                       "before marking it published; a replacement started at once",
 }
+#: Faults run only when asked for: die-before-mark makes re-executions by design unless
+#: the worker runs at most once.
+OPT_IN_FAULTS = {"die-before-mark"}
 SHORT_FAULTS = ["sigkill", "broker-reset"]
 #: Faults that need the private cluster (every run uses it when initdb is here).
 NEEDS_CLUSTER = {"pg-restart", "partition"}
@@ -175,12 +187,12 @@ class Group:
         self.slots[slot] = proc
         return proc
 
-    def start_worker(self, broker: str) -> None:
+    def start_worker(self, broker: str, extra: dict[str, str] | None = None) -> None:
         self.worker = self._spawn(
             [sys.executable, "-m", "celery", "-A", "chaosapp", "worker", "-P", "solo",
              "-l", "info", "-Q", self.env["CHAOSAPP_QUEUE"], "--without-mingle",
              "--without-gossip", "--without-heartbeat", "-n", f"chaos{os.getpid()}@%h"],
-            "worker", {"CHAOSAPP_BROKER": broker, "C_FORCE_ROOT": "1"})
+            "worker", {"CHAOSAPP_BROKER": broker, "C_FORCE_ROOT": "1", **(extra or {})})
 
     def slot_of(self, pid: int) -> int | None:
         return next((i for i, p in enumerate(self.slots) if p is not None and p.pid == pid),
@@ -293,6 +305,18 @@ class Harness:
             for i in victims:
                 self.group.replace(i)
             detail = f"slots {victims[0]} (leader) and {victims[1]}"
+        elif kind == "die-before-mark":
+            flag = Path(self.group.env["CHAOSAPP_DIE_BEFORE_MARK"])
+            flag.touch()
+            leader = self.group.slots[slot]
+            assert leader is not None
+            try:
+                leader.wait(20)
+            except subprocess.TimeoutExpired:
+                flag.unlink(missing_ok=True)
+                detail = "the leader marked nothing for 20 s"
+            end = time.time()
+            self.group.replace(slot)
         elif kind == "lock-terminate":
             n = self.obs.terminate_lock_session(pid)
             end = time.time()
@@ -530,6 +554,9 @@ def report(args: argparse.Namespace, data: cc.Data, results: dict[str, list[Any]
               f"{f['re_executions']:>8}  {notes}")
     print(f"\njobs fired: {out['jobs']}; tasks run by the worker: {out['executions']}; "
           f"coalesce fire seconds skipped in all: {out['skipped_total']}")
+    if setup.get("at_most_once"):
+        print(f"at most once: second deliveries the worker skipped: "
+              f"{setup['second_deliveries_skipped']}")
     labels = {"duplicates": "duplicates ((cron_name, cron_fire_time) with 2+ jobs)",
               "catch_up_gaps": "catch-up gaps (catch_up fire times with no job)",
               "lost": "lost jobs (never published or never run)",
@@ -599,9 +626,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--self-test", action="store_true", help="check that every check can "
                    "fail, on synthetic data (no database, broker or process)")
     p.add_argument("--logs", help="keep the processes' logs in this folder")
+    p.add_argument("--at-most-once", action="store_true",
+                   help="the worker records outcomes and runs each fire at most once")
     args = p.parse_args(argv)
     args.faults = (args.faults.split(",") if args.faults
-                   else SHORT_FAULTS if args.short else list(FAULTS))
+                   else SHORT_FAULTS if args.short
+                   else [f for f in FAULTS if f not in OPT_IN_FAULTS])
     unknown = [f for f in args.faults if f not in FAULTS]
     if unknown:
         p.error(f"unknown faults: {', '.join(unknown)}")
@@ -684,13 +714,16 @@ def main(argv: list[str] | None = None) -> int:
         inherited = {k: v for k, v in os.environ.items()
                      if not k.startswith(("AWA_BEAT_", "CHAOSAPP_"))}
         env = {**inherited, "CHAOSAPP_QUEUE": queue, "CHAOSAPP_RECORD": str(record),
+               "CHAOSAPP_DIE_BEFORE_MARK": str(logs / "die-before-mark.flag"),
                "PYTHONPATH": os.pathsep.join([str(ROOT), str(HERE),
                                               os.environ.get("PYTHONPATH", "")])}
         group = Group(net, db_url, proxy, env, logs, args.replicas)
         stack.callback(group.stop)
         obs = Observer(db_url("127.0.0.1"), record)
         stack.callback(obs.close)
-        group.start_worker(args.broker)
+        group.start_worker(args.broker, {
+            "AWA_BEAT_TRACK_OUTCOMES": "1", "AWA_BEAT_AT_MOST_ONCE": "1",
+            "AWA_BEAT_DATABASE_URL": db_url("127.0.0.1")} if args.at_most_once else None)
         for slot in range(args.replicas):
             group.start(slot)
             time.sleep(random.uniform(0.0, 1.0))  # replicas started at different times
@@ -716,7 +749,13 @@ def main(argv: list[str] | None = None) -> int:
                 injected[kind] = {"what": what, "check": check, "before": len(results[check]),
                                   "after": len(after[check]), "caught": item is not None,
                                   "item": item}
+        skipped_twice = None
+        if args.at_most_once:
+            rows = obs._execute("SELECT coalesce(sum(duplicates), 0) FROM awa_beat.outcomes")
+            skipped_twice = int(rows[0][0]) if rows else None
         setup = {"replicas": args.replicas, "database": where,
+                 "at_most_once": args.at_most_once,
+                 "second_deliveries_skipped": skipped_twice,
                  "network": "a network namespace each" if net.can_partition
                  else "loopback", "faults": args.faults, "fault_seconds": args.fault_seconds,
                  "queue": queue}

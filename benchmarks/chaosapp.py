@@ -7,7 +7,11 @@ Configured from the environment, as in a container:
 * ``CHAOSAPP_QUEUE``: the queue, unique per run;
 * ``CHAOSAPP_RECORD``: the file the worker appends one JSON line per task it runs to
   (task id, args, when, which process);
-* ``AWA_BEAT_*``: the database URL and awa-beat's timings.
+* ``CHAOSAPP_DIE_BEFORE_MARK``: a flag file; the beat process that next has a batch
+  accepted by the broker takes it (deletes it) and dies before marking the batch
+  published (the die-before-mark fault), so the next leader publishes it again;
+* ``AWA_BEAT_*``: the database URL and awa-beat's timings (and, for the worker under
+  ``--at-most-once``, outcome tracking and at-most-once).
 """
 
 from __future__ import annotations
@@ -25,6 +29,21 @@ SCHEDULES = {
     "chaos-2s": (2, "catch_up"),
     "chaos-3s": (3, "catch_up"),
 }
+
+_DIE_FLAG = os.environ.get("CHAOSAPP_DIE_BEFORE_MARK")
+if _DIE_FLAG:
+    from awa_beat.store import Store
+
+    _mark_published = Store.mark_published
+
+    def _die_before_mark(self: Store, ids: object, task_ids: object) -> int:
+        try:
+            os.unlink(_DIE_FLAG)  # one process takes the flag
+        except FileNotFoundError:
+            return _mark_published(self, ids, task_ids)  # type: ignore[arg-type]
+        os._exit(9)
+
+    Store.mark_published = _die_before_mark  # type: ignore[method-assign]
 
 app = Celery("chaos")
 app.conf.update(

@@ -25,6 +25,13 @@ from .amqp import HeaderTable
 UTC = timezone.utc
 #: Task ids are uuid5(TASK_ID_NAMESPACE, "<cron_name>@<cron_fire_time>").
 TASK_ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://pypi.org/project/awa-beat/")
+#: Headers the bridge puts on every message, which the workers' outcome recorder reads
+#: (awa_beat.outcomes): the job, its schedule and fire time (Awa's text form; empty for a
+#: manual trigger), and "1" when the schedule asks for at-most-once execution.
+JOB_HEADER = "awa_beat_job"
+SCHEDULE_HEADER = "awa_beat_schedule"
+FIRE_TIME_HEADER = "awa_beat_fire_time"
+AT_MOST_ONCE_HEADER = "awa_beat_at_most_once"
 #: Entries in the cache of (argsrepr, kwargsrepr, body) per args.
 CALL_CACHE_SIZE = 512
 
@@ -89,6 +96,13 @@ def _saferepr(value: Any, maxlen: int, maxlevels: int) -> str:
         if len(text) < maxlen:
             return text
     return saferepr(value, maxlen, maxlevels=maxlevels)
+
+
+def _own_headers(job: dict[str, Any]) -> dict[str, str]:
+    """awa-beat's headers for a pending job (strings: the cheapest to encode)."""
+    return {JOB_HEADER: str(job["id"]), SCHEDULE_HEADER: job["cron_name"] or "",
+            FIRE_TIME_HEADER: job["cron_fire_time"] or "",
+            AT_MOST_ONCE_HEADER: "1" if job.get("at_most_once") else "0"}
 
 
 def _parse_fire_time(text: str | None) -> datetime | None:
@@ -181,14 +195,16 @@ class MessageBuilder:
             expires = fired + timedelta(seconds=plan.expires)
         task_id = fire_task_id(job["cron_name"], job["cron_fire_time"], job["id"])
         template = self._templates.get(key) if plan.templatable else None
+        ours = _own_headers(job)
         if template is None:
             args, kwargs = _call(job["args"])
             prepared = self._build(job["id"], job["kind"], args, kwargs, dict(plan.options),
-                                   expires, task_id)
+                                   expires, task_id, ours)
             if plan.templatable and "compression" not in prepared.headers:
                 self._templates[key] = prepared
         else:
             prepared = self._copy(template, job["id"], task_id, expires, job["args"] or "{}")
+            prepared.headers.update(ours)
         self._prepared[job["id"]] = prepared
         return prepared
 
@@ -240,11 +256,13 @@ class MessageBuilder:
         return parts
 
     def _build(self, job_id: int, kind: str, args: Any, kwargs: dict[str, Any],
-               options: dict[str, Any], expires: Any, task_id: str) -> Prepared:
+               options: dict[str, Any], expires: Any, task_id: str,
+               ours: dict[str, str]) -> Prepared:
         if self._recorder is None:
             self._recorder = _Recorder(self.app.connection_for_write(), auto_declare=False)
         headers = dict(options.pop("headers", None) or {})
         headers["celery_beat_task"] = True
+        headers.update(ours)
         self._recorder.recorded = None
         self.app.send_task(kind, args, kwargs, task_id=task_id, producer=self._recorder,
                            expires=expires, headers=headers, retry=False, **options)

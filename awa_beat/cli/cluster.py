@@ -7,7 +7,7 @@ import json
 import click
 
 from .context import database_url_option, friendly_errors, json_option, operations
-from .format import beat_json, fmt
+from .format import beat_json, fmt, overdue_json
 
 
 @click.command()
@@ -15,14 +15,16 @@ from .format import beat_json, fmt
 @json_option
 @friendly_errors
 def status(database_url: str | None, as_json: bool) -> None:
-    """The current leader, the standbys seen recently, the last pass lag, the backlog."""
+    """The current leader, the standbys seen recently, the last pass lag, the backlog, and
+    the overdue schedules."""
     with operations(database_url) as ops:
         cluster = ops.status()
     if as_json:
         click.echo(json.dumps({
             "leaders": [beat_json(b) for b in cluster.leaders],
             "standbys": [beat_json(b) for b in cluster.standbys],
-            "unpublished_backlog": cluster.backlog}, indent=2))
+            "unpublished_backlog": cluster.backlog,
+            "overdue": [overdue_json(o) for o in cluster.overdue]}, indent=2))
         return
     if not cluster.leaders:
         click.echo("leader: NONE (no beat holds the lock; is any running?)")
@@ -36,3 +38,6 @@ def status(database_url: str | None, as_json: bool) -> None:
         click.echo(f"  {b.host} pid {b.pid} (deployment {b.deployment}), "
                    f"seen {b.age.total_seconds():.0f} s ago")
     click.echo(f"unpublished Celery jobs (bridge backlog): {cluster.backlog}")
+    click.echo(f"overdue schedules: {len(cluster.overdue)}")
+    for o in cluster.overdue:
+        click.echo(f"  {o.name}: {'; '.join(o.reasons)}")

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..cron import load_timezone
 from ..errors import AwaBeatError
-from ..operations import BeatView, Check, JobRecord, ScheduleView
+from ..operations import BeatView, Check, JobRecord, Occurrence, Overdue, ScheduleView
 
 
 def iso(value: datetime | None) -> str | None:
@@ -79,3 +79,34 @@ def check_text(check: Check) -> str:
     return (f"[{'ok' if check.ok else 'FAIL'}] {check.what}"
             + "".join(f"\n       - {item}" for item in check.details)
             + ("" if check.ok else f"\n       fix: {check.fix}"))
+
+
+def occurrence_json(o: Occurrence) -> dict[str, Any]:
+    return {"kind": o.kind, "fire_time": iso(o.at), "job_id": o.job_id, "task_id": o.task_id,
+            "job_state": o.job_state, "outcome": o.outcome, "started_at": iso(o.started_at),
+            "finished_at": iso(o.finished_at), "runtime": o.runtime, "worker": o.worker,
+            "error": o.error, "duplicates": o.duplicates,
+            "last_fire_time": iso(o.last_fire_time), "count": o.count, "reason": o.reason}
+
+
+def occurrence_time(o: Occurrence) -> str:
+    if o.kind == "coalesced":
+        more = f" .. {fmt(o.last_fire_time)}" if o.count > 1 else ""
+        return f"{fmt(o.at)}{more} ({o.count})"
+    return fmt(o.at)
+
+
+def occurrence_outcome(o: Occurrence) -> str:
+    if o.kind in ("skipped", "coalesced"):
+        return "-"
+    text = o.outcome or ("unreported" if o.job_state == "completed" else o.job_state or "-")
+    return text + (f" (+{o.duplicates} duplicate)" if o.duplicates else "")
+
+
+def occurrence_run_time(o: Occurrence) -> str:
+    return "-" if o.runtime is None else f"{o.runtime:.3f} s"
+
+
+def overdue_json(o: Overdue) -> dict[str, Any]:
+    return {"name": o.name, "reasons": list(o.reasons), "last_fire": iso(o.last_fire),
+            "last_outcome": o.last_outcome}

@@ -165,10 +165,15 @@ WITH due AS (
                             - coalesce(r.runs, 0), 0) AS remaining
       FROM awa.cron_jobs c LEFT JOIN awa_beat.schedule_runs r USING (name)
      WHERE c.name = ANY(%(limited)b::text[]) AND c.cron_expr ~ '^@.* runs=[0-9]+$'
+), left_out AS (  -- outcomes: fires a coalesce left out (empty on most passes)
+    SELECT * FROM unnest(%(coalesced_names)b::text[], %(coalesced_first)b::timestamptz[],
+                         %(coalesced_last)b::timestamptz[], %(coalesced_counts)b::int[])
+                  AS l(name, first_time, last_time, count)
 ), mark AS (
     -- A limited schedule fires at most its remaining runs (its cursor then moves to
     -- the last of them), and the fire that uses up its last run retires it: paused_at
-    -- and paused_by set. One with no run left is retired without a fire.
+    -- and paused_by set. One with no run left is retired without a fire. Under
+    -- overlap=skip, an occurrence skipped still uses up a run.
     UPDATE awa.cron_jobs c
        SET last_enqueued_at = CASE
                WHEN l.remaining IS NULL OR l.remaining >= due.n THEN due.cursor
@@ -187,20 +192,64 @@ WITH due AS (
        AND length(c.kind) <= 200 AND length(c.queue) <= 200 AND cardinality(c.tags) <= 20
     RETURNING c.name, c.kind, c.queue, c.args, c.priority, c.max_attempts, c.tags, c.metadata,
               least(due.n, coalesce(l.remaining, due.n)) AS allowed,
-              l.remaining IS NOT NULL AS limited
+              l.remaining IS NOT NULL AS limited,
+              -- outcomes: an overlap=skip schedule whose last run has not finished
+              ((c.metadata -> 'awa_beat' ->> 'overlap') = 'skip' AND EXISTS (
+                SELECT FROM awa_beat.last_runs r
+                  LEFT JOIN awa_beat.outcomes o
+                         ON o.schedule = r.name AND o.fire_time = r.fire_time
+                  LEFT JOIN awa.jobs j
+                         ON j.id = r.job_id
+                        AND (c.metadata -> 'celery' ->> 'dispatch') IS DISTINCT FROM 'celery'
+                 WHERE r.name = c.name
+                   AND coalesce(o.started_at, r.fired_at) > now()
+                       - (c.metadata -> 'awa_beat' ->> 'max_runtime')::float8 * interval '1 s'
+                   AND CASE WHEN (c.metadata -> 'celery' ->> 'dispatch') = 'celery'
+                            THEN o.state IS NULL OR o.state IN ('started', 'retried')
+                            ELSE j.state::text IN ('scheduled', 'available', 'running',
+                                                   'retryable', 'waiting_external') END
+              )) AS blocked
 ), counted AS (
     INSERT INTO awa_beat.schedule_runs AS r (name, runs)
     SELECT name, allowed FROM mark WHERE limited AND allowed > 0
     ON CONFLICT (name) DO UPDATE SET runs = r.runs + EXCLUDED.runs
+), placed AS (  -- outcomes: under overlap=skip a blocked schedule, and all but the first
+                -- fire of one statement, fire nothing
+    SELECT m.*, f.fire_time, f.ord,
+           coalesce((m.metadata -> 'awa_beat' ->> 'overlap') = 'skip'
+                    AND (m.blocked OR row_number() OVER (PARTITION BY m.name
+                                                        ORDER BY f.fire_time) > 1),
+                    false) AS skipped
+      FROM mark m JOIN fires f ON f.name = m.name AND f.seq <= m.allowed
+), inserted AS (
+    INSERT INTO awa.jobs (kind, queue, args, state, priority, max_attempts, metadata, tags)
+    SELECT p.kind, p.queue, p.args, 'available', p.priority, p.max_attempts,
+           p.metadata || jsonb_build_object('cron_name', p.name, 'cron_fire_time', p.fire_time::text),
+           p.tags
+      FROM placed p WHERE NOT p.skipped
+     ORDER BY p.fire_time, p.ord
+    RETURNING id, metadata ->> 'cron_name' AS name, metadata ->> 'cron_fire_time' AS fire_time
+), ran AS (  -- outcomes: the run an overlap policy waits for
+    INSERT INTO awa_beat.last_runs AS r (name, fire_time, job_id)
+    SELECT DISTINCT ON (i.name) i.name, i.fire_time, i.id
+      FROM inserted i JOIN mark m ON m.name = i.name
+     WHERE m.metadata -> 'awa_beat' ? 'overlap'
+     ORDER BY i.name, i.fire_time DESC
+    ON CONFLICT (name) DO UPDATE
+       SET fire_time = EXCLUDED.fire_time, job_id = EXCLUDED.job_id, fired_at = now()
+), skips AS (  -- outcomes
+    INSERT INTO awa_beat.occurrences (schedule, kind, fire_time, reason)
+    SELECT name, 'skipped', fire_time, 'overlap: the previous run had not finished'
+      FROM placed WHERE skipped
+), coalesced AS (  -- outcomes
+    INSERT INTO awa_beat.occurrences (schedule, kind, fire_time, last_fire_time, count, reason)
+    SELECT l.name, 'coalesced', l.first_time, l.last_time, l.count,
+           'coalesce: fires missed while beat was down or the schedule paused'
+      FROM left_out l JOIN mark m ON m.name = l.name
 )
-INSERT INTO awa.jobs (kind, queue, args, state, priority, max_attempts, metadata, tags)
-SELECT m.kind, m.queue, m.args, 'available', m.priority, m.max_attempts,
-       m.metadata || jsonb_build_object('cron_name', m.name, 'cron_fire_time', f.fire_time::text),
-       m.tags
-  FROM mark m JOIN fires f ON f.name = m.name AND f.seq <= m.allowed
- ORDER BY f.fire_time, f.ord
-RETURNING id, metadata ->> 'cron_name' AS name, metadata ->> 'cron_fire_time' AS fire_time,
-          now() AS updated_at;
+SELECT id, name, fire_time, now() AS updated_at FROM inserted
+UNION ALL  -- outcomes: skipped fires come back with no job id
+SELECT NULL, name, fire_time::text, now() FROM placed WHERE skipped;
 
 -- fire_batch_awa --
 -- The same atomic batched fire on a database migrated by Awa, where awa.jobs is a
@@ -220,10 +269,15 @@ WITH due AS (
                             - coalesce(r.runs, 0), 0) AS remaining
       FROM awa.cron_jobs c LEFT JOIN awa_beat.schedule_runs r USING (name)
      WHERE c.name = ANY(%(limited)b::text[]) AND c.cron_expr ~ '^@.* runs=[0-9]+$'
+), left_out AS (  -- outcomes: fires a coalesce left out (empty on most passes)
+    SELECT * FROM unnest(%(coalesced_names)b::text[], %(coalesced_first)b::timestamptz[],
+                         %(coalesced_last)b::timestamptz[], %(coalesced_counts)b::int[])
+                  AS l(name, first_time, last_time, count)
 ), mark AS (
     -- A limited schedule fires at most its remaining runs (its cursor then moves to
     -- the last of them), and the fire that uses up its last run retires it: paused_at
-    -- and paused_by set. One with no run left is retired without a fire.
+    -- and paused_by set. One with no run left is retired without a fire. Under
+    -- overlap=skip, an occurrence skipped still uses up a run.
     UPDATE awa.cron_jobs c
        SET last_enqueued_at = CASE
                WHEN l.remaining IS NULL OR l.remaining >= due.n THEN due.cursor
@@ -242,21 +296,64 @@ WITH due AS (
        AND length(c.kind) <= 200 AND length(c.queue) <= 200 AND cardinality(c.tags) <= 20
     RETURNING c.name, c.kind, c.queue, c.args, c.priority, c.max_attempts, c.tags, c.metadata,
               least(due.n, coalesce(l.remaining, due.n)) AS allowed,
-              l.remaining IS NOT NULL AS limited
+              l.remaining IS NOT NULL AS limited,
+              -- outcomes: an overlap=skip schedule whose last run has not finished
+              ((c.metadata -> 'awa_beat' ->> 'overlap') = 'skip' AND EXISTS (
+                SELECT FROM awa_beat.last_runs r
+                  LEFT JOIN awa_beat.outcomes o
+                         ON o.schedule = r.name AND o.fire_time = r.fire_time
+                  LEFT JOIN awa.jobs j
+                         ON j.id = r.job_id
+                        AND (c.metadata -> 'celery' ->> 'dispatch') IS DISTINCT FROM 'celery'
+                 WHERE r.name = c.name
+                   AND coalesce(o.started_at, r.fired_at) > now()
+                       - (c.metadata -> 'awa_beat' ->> 'max_runtime')::float8 * interval '1 s'
+                   AND CASE WHEN (c.metadata -> 'celery' ->> 'dispatch') = 'celery'
+                            THEN o.state IS NULL OR o.state IN ('started', 'retried')
+                            ELSE j.state::text IN ('scheduled', 'available', 'running',
+                                                   'retryable', 'waiting_external') END
+              )) AS blocked
 ), counted AS (
     INSERT INTO awa_beat.schedule_runs AS r (name, runs)
     SELECT name, allowed FROM mark WHERE limited AND allowed > 0
     ON CONFLICT (name) DO UPDATE SET runs = r.runs + EXCLUDED.runs
+), placed AS (  -- outcomes: under overlap=skip a blocked schedule, and all but the first
+                -- fire of one statement, fire nothing
+    SELECT m.*, f.fire_time, f.ord,
+           coalesce((m.metadata -> 'awa_beat' ->> 'overlap') = 'skip'
+                    AND (m.blocked OR row_number() OVER (PARTITION BY m.name
+                                                        ORDER BY f.fire_time) > 1),
+                    false) AS skipped
+      FROM mark m JOIN fires f ON f.name = m.name AND f.seq <= m.allowed
 ), ordered AS (
-    SELECT m.*, f.fire_time, f.ord FROM mark m JOIN fires f
-        ON f.name = m.name AND f.seq <= m.allowed
-     ORDER BY f.fire_time, f.ord
+    SELECT * FROM placed WHERE NOT skipped ORDER BY fire_time, ord
+), inserted AS (
+    SELECT j.id, o.name, j.metadata ->> 'cron_fire_time' AS fire_time
+      FROM ordered o CROSS JOIN LATERAL awa.insert_job_compat(
+           o.kind, o.queue, o.args, 'available'::awa.job_state, o.priority, o.max_attempts, NULL,
+           o.metadata || jsonb_build_object('cron_name', o.name, 'cron_fire_time', o.fire_time::text),
+           o.tags, NULL, NULL) AS j
+), ran AS (  -- outcomes: the run an overlap policy waits for
+    INSERT INTO awa_beat.last_runs AS r (name, fire_time, job_id)
+    SELECT DISTINCT ON (i.name) i.name, i.fire_time, i.id
+      FROM inserted i JOIN mark m ON m.name = i.name
+     WHERE m.metadata -> 'awa_beat' ? 'overlap'
+     ORDER BY i.name, i.fire_time DESC
+    ON CONFLICT (name) DO UPDATE
+       SET fire_time = EXCLUDED.fire_time, job_id = EXCLUDED.job_id, fired_at = now()
+), skips AS (  -- outcomes
+    INSERT INTO awa_beat.occurrences (schedule, kind, fire_time, reason)
+    SELECT name, 'skipped', fire_time, 'overlap: the previous run had not finished'
+      FROM placed WHERE skipped
+), coalesced AS (  -- outcomes
+    INSERT INTO awa_beat.occurrences (schedule, kind, fire_time, last_fire_time, count, reason)
+    SELECT l.name, 'coalesced', l.first_time, l.last_time, l.count,
+           'coalesce: fires missed while beat was down or the schedule paused'
+      FROM left_out l JOIN mark m ON m.name = l.name
 )
-SELECT j.id, o.name, j.metadata ->> 'cron_fire_time' AS fire_time, now() AS updated_at
-  FROM ordered o CROSS JOIN LATERAL awa.insert_job_compat(
-       o.kind, o.queue, o.args, 'available'::awa.job_state, o.priority, o.max_attempts, NULL,
-       o.metadata || jsonb_build_object('cron_name', o.name, 'cron_fire_time', o.fire_time::text),
-       o.tags, NULL, NULL) AS j;
+SELECT id, name, fire_time, now() AS updated_at FROM inserted
+UNION ALL  -- outcomes: skipped fires come back with no job id
+SELECT NULL, name, fire_time::text, now() FROM placed WHERE skipped;
 
 -- list_schedules --
 SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
@@ -466,7 +563,8 @@ SELECT id, kind, queue, args, state::text AS state, metadata, created_at
 -- JSON text: the bridge parses each distinct one once.
 SELECT id, kind, args::text AS args, (metadata -> 'celery' -> 'options')::text AS options,
        metadata ->> 'cron_name' AS cron_name, metadata ->> 'cron_fire_time' AS cron_fire_time,
-       created_at, coalesce(metadata ->> 'cron_fire_time', '') AS fire_key
+       created_at, coalesce(metadata ->> 'cron_fire_time', '') AS fire_key,
+       coalesce((metadata -> 'awa_beat' ->> 'at_most_once')::boolean, false) AS at_most_once
   FROM awa.jobs
  WHERE state = 'available' AND (metadata -> 'celery' ->> 'dispatch') = 'celery'
    AND (metadata -> 'celery' ->> 'deployment') = %(deployment)s
@@ -660,3 +758,171 @@ SELECT * FROM django_celery_beat_solarschedule ORDER BY id;
 
 -- django_clocked --
 SELECT * FROM django_celery_beat_clockedschedule ORDER BY id;
+
+-- outcomes: what became of each fire (awa_beat/outcomes.py, docs/outcomes.md)
+
+-- record_outcomes --
+-- A worker's buffered reports, one row per task (merged by the writer first, since one
+-- statement cannot touch a row twice). A start clears the finish of an earlier run
+-- (a retry runs again); a second start of a run that had not asked to be retried is a
+-- re-execution, counted in duplicates.
+INSERT INTO awa_beat.outcomes AS o (task_id, schedule, fire_time, job_id, state, retries,
+                                    started_at, finished_at, runtime, worker, error)
+SELECT * FROM unnest(%(task_ids)b::text[], %(schedules)b::text[], %(fire_times)b::text[],
+                     %(job_ids)b::bigint[], %(states)b::text[], %(retries)b::int[],
+                     %(started)b::timestamptz[], %(finished)b::timestamptz[],
+                     %(runtimes)b::float8[], %(workers)b::text[], %(errors)b::text[])
+ON CONFLICT (task_id) DO UPDATE
+   SET state = EXCLUDED.state,
+       retries = greatest(o.retries, EXCLUDED.retries),
+       started_at = coalesce(EXCLUDED.started_at, o.started_at),
+       finished_at = EXCLUDED.finished_at,
+       runtime = EXCLUDED.runtime,
+       worker = coalesce(EXCLUDED.worker, o.worker),
+       error = EXCLUDED.error,
+       duplicates = o.duplicates
+           + (EXCLUDED.started_at IS NOT NULL AND o.started_at IS NOT NULL
+              AND o.state <> 'retried' AND EXCLUDED.retries <= o.retries)::int,
+       updated_at = now();
+
+-- claim_outcome --
+-- At most once: the run of a task id starts only if no run of it started before, or the
+-- last one asked to be retried (Celery redelivers a retry under the same id). No row
+-- back: a duplicate delivery, not to be run.
+INSERT INTO awa_beat.outcomes AS o (task_id, schedule, fire_time, job_id, state, retries,
+                                    started_at, worker)
+VALUES (%(task_id)s, %(schedule)s, %(fire_time)s, %(job_id)s, 'started', %(retries)s,
+        %(started_at)s, %(worker)s)
+ON CONFLICT (task_id) DO UPDATE
+   SET state = 'started', retries = EXCLUDED.retries, started_at = EXCLUDED.started_at,
+       finished_at = NULL, runtime = NULL, error = NULL, worker = EXCLUDED.worker,
+       updated_at = now()
+ WHERE o.state = 'retried' AND o.retries < EXCLUDED.retries
+RETURNING task_id;
+
+-- count_duplicate --
+UPDATE awa_beat.outcomes SET duplicates = duplicates + 1, updated_at = now()
+ WHERE task_id = %(task_id)s;
+
+-- purge_outcomes --
+-- Outcomes and occurrences older than the retention, in bounded batches.
+WITH old_outcomes AS (
+    DELETE FROM awa_beat.outcomes
+     WHERE task_id IN (SELECT task_id FROM awa_beat.outcomes
+                        WHERE updated_at < now() - %(retention)s::interval LIMIT %(limit)s)
+    RETURNING 1
+), old_occurrences AS (
+    DELETE FROM awa_beat.occurrences
+     WHERE id IN (SELECT id FROM awa_beat.occurrences
+                   WHERE recorded_at < now() - %(retention)s::interval LIMIT %(limit)s)
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM old_outcomes) + (SELECT count(*) FROM old_occurrences);
+
+-- schedule_history --
+-- `awa-beat history NAME`: the schedule's occurrences, newest first: its jobs (fired or
+-- triggered) with what became of them (Celery dispatch: the workers' reports; Awa
+-- dispatch: Awa's own job state), and the fires the overlap policy skipped or a
+-- coalesce left out. A run that started and never reported back within its bound
+-- (max_runtime, else a numeric expires, else the default) reads 'lost'.
+WITH sched AS (
+    SELECT coalesce((c.metadata -> 'awa_beat' ->> 'max_runtime')::float8,
+                    CASE WHEN jsonb_typeof(c.metadata -> 'celery' -> 'options' -> 'expires')
+                              = 'number'
+                         THEN (c.metadata -> 'celery' -> 'options' ->> 'expires')::float8 END,
+                    %(default_max_runtime)s::float8) * interval '1 s' AS bound
+      FROM awa.cron_jobs c WHERE c.name = %(name)s
+), jobs AS (
+    SELECT j.id, j.state::text AS job_state, j.created_at, j.finalized_at,
+           j.metadata ->> 'cron_fire_time' AS fire_time,
+           coalesce((j.metadata ->> 'triggered_manually')::boolean, false) AS triggered,
+           (j.metadata -> 'celery' ->> 'dispatch') = 'celery' AS celery,
+           j.metadata ->> 'celery_task_id' AS task_id
+      FROM awa.jobs j
+     WHERE j.metadata ->> 'cron_name' = %(name)s
+     ORDER BY j.id DESC
+     LIMIT %(limit)s
+), fired AS (
+    SELECT CASE WHEN j.triggered THEN 'triggered' ELSE 'fired' END AS kind,
+           coalesce(j.fire_time::timestamptz, j.created_at) AS at, j.id AS job_id,
+           coalesce(o.task_id, j.task_id) AS task_id, j.job_state,
+           CASE WHEN NOT j.celery THEN
+                    CASE j.job_state WHEN 'completed' THEN 'succeeded' WHEN 'failed' THEN 'failed'
+                                     WHEN 'cancelled' THEN 'revoked' WHEN 'running' THEN 'started'
+                                     WHEN 'retryable' THEN 'retried' END
+                WHEN o.state = 'started' AND coalesce(o.started_at, j.created_at)
+                     < now() - (SELECT bound FROM sched) THEN 'lost'
+                ELSE o.state END AS outcome,
+           o.started_at, coalesce(o.finished_at, CASE WHEN NOT j.celery THEN j.finalized_at END)
+               AS finished_at,
+           o.runtime, o.worker, o.error, coalesce(o.duplicates, 0) AS duplicates,
+           NULL::timestamptz AS last_fire_time, 1 AS count, NULL::text AS reason
+      FROM jobs j
+      LEFT JOIN LATERAL (
+           SELECT * FROM awa_beat.outcomes o
+            WHERE o.schedule = %(name)s
+              AND (o.fire_time = j.fire_time OR (j.fire_time IS NULL AND o.job_id = j.id))
+            LIMIT 1) o ON true
+), passed_over AS (
+    SELECT kind, fire_time AS at, NULL::bigint AS job_id, NULL::text AS task_id,
+           NULL::text AS job_state, NULL::text AS outcome, NULL::timestamptz AS started_at,
+           NULL::timestamptz AS finished_at, NULL::float8 AS runtime, NULL::text AS worker,
+           NULL::text AS error, 0 AS duplicates, last_fire_time, count, reason
+      FROM awa_beat.occurrences
+     WHERE schedule = %(name)s
+     ORDER BY fire_time DESC
+     LIMIT %(limit)s
+)
+SELECT * FROM (SELECT * FROM fired UNION ALL SELECT * FROM passed_over) h
+ ORDER BY at DESC, job_id DESC NULLS LAST
+ LIMIT %(limit)s;
+
+-- overdue_candidates --
+-- What the overdue rules (operations.overdue_reasons) need of every schedule: its
+-- calendar and cursor, its deadline, the outcome of its latest reported run, and the
+-- outcome of the fire its cursor points at. Lost as in schedule_history. Awa-dispatched
+-- jobs are read from awa.jobs in one pass.
+WITH sched AS (
+    SELECT c.name, c.cron_expr, c.timezone, c.missed_fire_policy, c.last_enqueued_at,
+           c.created_at, c.paused_at,
+           (c.metadata -> 'awa_beat' ->> 'deadline')::float8 AS deadline,
+           coalesce((c.metadata -> 'celery' ->> 'dispatch') = 'celery', false) AS celery,
+           coalesce((c.metadata -> 'awa_beat' ->> 'max_runtime')::float8,
+                    CASE WHEN jsonb_typeof(c.metadata -> 'celery' -> 'options' -> 'expires')
+                              = 'number'
+                         THEN (c.metadata -> 'celery' -> 'options' ->> 'expires')::float8 END,
+                    %(default_max_runtime)s::float8) * interval '1 s' AS bound
+      FROM awa.cron_jobs c
+), awa_latest AS (
+    SELECT DISTINCT ON (j.metadata ->> 'cron_name')
+           j.metadata ->> 'cron_name' AS name, j.metadata ->> 'cron_fire_time' AS fire_time,
+           j.state::text AS state, j.finalized_at
+      FROM awa.jobs j
+     WHERE j.metadata ? 'cron_fire_time'
+       AND (j.metadata -> 'celery' ->> 'dispatch') IS DISTINCT FROM 'celery'
+     ORDER BY j.metadata ->> 'cron_name', j.id DESC
+)
+SELECT s.name, s.cron_expr, s.timezone, s.missed_fire_policy, s.last_enqueued_at,
+       s.created_at, s.paused_at, s.deadline,
+       CASE WHEN s.celery THEN
+                CASE WHEN o.state = 'started' AND o.started_at < now() - s.bound THEN 'lost'
+                     ELSE o.state END
+            ELSE CASE a.state WHEN 'completed' THEN 'succeeded' WHEN 'failed' THEN 'failed'
+                              WHEN 'cancelled' THEN 'revoked' END
+       END AS last_outcome,
+       CASE WHEN s.celery THEN o.fire_time ELSE a.fire_time END AS last_run_fire_time,
+       CASE WHEN s.celery THEN f.state
+            ELSE CASE WHEN a.fire_time = s.last_enqueued_at::text AND a.state = 'completed'
+                      THEN 'succeeded' END END AS cursor_outcome,
+       CASE WHEN s.celery THEN f.finished_at
+            WHEN a.fire_time = s.last_enqueued_at::text THEN a.finalized_at END
+           AS cursor_finished_at
+  FROM sched s
+  LEFT JOIN LATERAL (
+       SELECT o.fire_time, o.state, o.started_at FROM awa_beat.outcomes o
+        WHERE s.celery AND o.schedule = s.name AND o.fire_time IS NOT NULL
+        ORDER BY o.fire_time DESC LIMIT 1) o ON true
+  LEFT JOIN awa_beat.outcomes f
+         ON s.celery AND f.schedule = s.name AND f.fire_time = s.last_enqueued_at::text
+  LEFT JOIN awa_latest a ON NOT s.celery AND a.name = s.name
+ ORDER BY s.name;

@@ -113,10 +113,14 @@ def test_published_message_matches_what_celery_beat_sends(app: Celery, standalon
                                         if k != "awa_beat"}, app=app))
     theirs = consume(app, queue, 1)[0]
 
-    # Celery's beat adds the celery_beat_task header from 5.7 on; we always add it.
+    # Celery's beat adds the celery_beat_task header from 5.7 on; we always add it, and
+    # awa-beat's own (the fire, read by the workers' outcome recorder).
+    ours_only = {"celery_beat_task", "awa_beat_job", "awa_beat_schedule",
+                 "awa_beat_fire_time", "awa_beat_at_most_once"}
     assert ours.headers["celery_beat_task"] is True
-    assert ours.headers.keys() - {"celery_beat_task"} == theirs.headers.keys() - {
-        "celery_beat_task"}
+    assert ours.headers.keys() - ours_only == theirs.headers.keys() - {"celery_beat_task"}
+    assert (ours.headers["awa_beat_schedule"], ours.headers["awa_beat_fire_time"],
+            ours.headers["awa_beat_at_most_once"]) == ("report", fire_text(1), "0")
     for key in ("task", "x-team", "lang", "retries", "ignore_result"):
         assert ours.headers[key] == theirs.headers[key], key
     assert ours.headers["id"] == fire_task_id("report", fire_text(1), 0)

@@ -1,0 +1,179 @@
+"""Outcomes in PostgreSQL: the overlap check and the coalesce record inside the fire
+statement, the workers' reports and claims, history and the overdue rules' data."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from awa_beat.engine import Engine
+from awa_beat.operations import Operations
+from awa_beat.outcomes import Report, merge, outcome_params
+from awa_beat.records import Coalesced, FireRequest
+from awa_beat.spec import spec_from_entry
+from awa_beat.store import Store, connect
+from awa_beat.testing import FakeClock
+
+pytestmark = pytest.mark.integration
+UTC = timezone.utc
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+TEXT = "%Y-%m-%d %H:%M:%S+00"
+
+
+def register(store: Store, name: str, dispatch: str = "celery", **awa: Any) -> None:
+    spec = spec_from_entry(name, {"task": "t.run", "schedule": 60.0,
+                                  "options": {"awa_beat": {"dispatch": dispatch, **awa}}})
+    store.sync([spec.row("proj")], deployment="proj")
+    with connect(store.conninfo) as c:
+        c.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s WHERE name = %s", (T0, name))
+
+
+def fire(store: Store, name: str, expected: datetime, *times: datetime,
+         coalesced: Coalesced | None = None) -> tuple[list[int], list[str]]:
+    result = store.fire([FireRequest(name, expected, list(times), coalesced=coalesced)])
+    return [j.job_id for j in result.jobs], [j.fire_time for j in result.skipped]
+
+
+def finish(store: Store, name: str, fire_time: datetime, state: str = "succeeded") -> None:
+    from awa_beat.bridge.messages import fire_task_id
+
+    text = fire_time.strftime(TEXT)
+    store.record_outcomes(outcome_params([Report(
+        fire_task_id(name, text, 0), name, text, None, state,
+        finished_at=datetime.now(UTC), runtime=0.5)]))
+
+
+def test_overlap_skip_fires_nothing_while_the_last_run_is_unfinished(store: Store) -> None:
+    register(store, "nightly", overlap="skip", max_runtime=600)
+    t1, t2, t3 = (T0 + timedelta(minutes=k) for k in (1, 2, 3))
+    assert fire(store, "nightly", T0, t1)[0]
+    jobs, skipped = fire(store, "nightly", t1, t2)  # t1 has not reported back
+    assert jobs == [] and skipped == [t2.strftime(TEXT)]
+    finish(store, "nightly", t1)
+    jobs, skipped = fire(store, "nightly", t2, t3)
+    assert len(jobs) == 1 and skipped == []
+    with Operations(store) as ops:
+        kinds = [(o.kind, o.at) for o in ops.occurrences("nightly")]
+    assert kinds == [("fired", t3), ("skipped", t2), ("fired", t1)]
+
+
+def test_overlap_skip_is_bounded_by_max_runtime(store: Store) -> None:
+    register(store, "hung", overlap="skip", max_runtime=1)
+    t1, t2 = T0 + timedelta(minutes=1), T0 + timedelta(minutes=2)
+    assert fire(store, "hung", T0, t1)[0]
+    with connect(store.conninfo) as c:
+        c.execute("UPDATE awa_beat.last_runs SET fired_at = now() - interval '5 s'")
+    assert fire(store, "hung", t1, t2)[0]  # the run that never reported no longer blocks
+
+
+def test_overlap_skip_fires_one_of_several_catch_up_fires(store: Store) -> None:
+    register(store, "burst", overlap="skip", missed_fire_policy="catch_up")
+    times = [T0 + timedelta(minutes=k) for k in (1, 2, 3)]
+    jobs, skipped = fire(store, "burst", T0, *times)
+    assert len(jobs) == 1 and len(skipped) == 2
+
+
+def test_allow_is_unchanged_and_records_no_run(store: Store) -> None:
+    register(store, "plain")
+    jobs, _ = fire(store, "plain", T0, T0 + timedelta(minutes=1))
+    jobs2, _ = fire(store, "plain", T0 + timedelta(minutes=1), T0 + timedelta(minutes=2))
+    assert len(jobs) == len(jobs2) == 1
+    with connect(store.conninfo) as c:
+        assert c.execute("SELECT count(*) FROM awa_beat.last_runs").fetchone()[0] == 0
+
+
+def test_awa_dispatch_overlap_reads_awa_jobs_state(store: Store) -> None:
+    register(store, "awa-run", dispatch="awa", overlap="skip")
+    t1, t2, t3 = (T0 + timedelta(minutes=k) for k in (1, 2, 3))
+    (job,), _ = fire(store, "awa-run", T0, t1)
+    assert fire(store, "awa-run", t1, t2) == ([], [t2.strftime(TEXT)])  # available
+    with connect(store.conninfo) as c:
+        c.execute("UPDATE awa.jobs SET state = 'completed' WHERE id = %s", (job,))
+    assert len(fire(store, "awa-run", t2, t3)[0]) == 1
+
+
+def test_the_engine_records_fires_a_coalesce_left_out(store: Store) -> None:
+    register(store, "minutely")
+    clock = FakeClock(T0 + timedelta(minutes=10, seconds=5))
+    engine = Engine(store, clock=clock)
+    engine.run_pass()
+    with Operations(store) as ops:
+        found = ops.occurrences("minutely")
+    assert [o.kind for o in found] == ["fired", "coalesced"]
+    left_out = found[1]
+    assert (left_out.at, left_out.last_fire_time, left_out.count) == (
+        T0 + timedelta(minutes=1), T0 + timedelta(minutes=9), 9)
+
+
+def test_reports_merge_into_one_row_and_claims_refuse_a_second_run(store: Store) -> None:
+    now = datetime.now(UTC)
+    start = Report("tid", "s", "2026-01-05 09:01:00+00", 7, "started", 0, now, worker="w1")
+    end = Report("tid", "s", "2026-01-05 09:01:00+00", 7, "failed", 0, finished_at=now,
+                 runtime=1.5, error="ValueError: boom")
+    (merged,) = merge([start, end])
+    assert (merged.state, merged.started_at, merged.worker) == ("failed", now, "w1")
+    store.record_outcomes(outcome_params([merged]))
+    run = {"task_id": "tid2", "schedule": "s", "fire_time": None, "job_id": 8,
+           "retries": 0, "started_at": now, "worker": "w1"}
+    assert store.claim_outcome(**run)
+    assert not store.claim_outcome(**run)  # the duplicate delivery
+    store.record_outcomes(outcome_params([Report("tid2", "s", None, 8, "retried")]))
+    assert store.claim_outcome(**{**run, "retries": 1})  # a retry runs again
+    with connect(store.conninfo) as c:
+        rows = {r[0]: r[1:] for r in c.execute(
+            "SELECT task_id, state, duplicates, error FROM awa_beat.outcomes")}
+    assert rows["tid"] == ("failed", 0, "ValueError: boom")
+    assert rows["tid2"] == ("started", 1, None)
+    assert store.purge_outcomes(timedelta(days=1)) == 0
+
+
+def test_overdue_lists_missed_failed_and_late_schedules(store: Store) -> None:
+    register(store, "ok")
+    register(store, "failing")
+    register(store, "late", deadline=30)
+    fired = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=1)
+    with connect(store.conninfo) as c:
+        c.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s", (fired,))
+    register(store, "missed")  # its cursor is long past
+    finish(store, "failing", fired, "failed")
+    finish(store, "ok", fired)
+    with Operations(store, clock=lambda: fired + timedelta(seconds=45)) as ops:
+        found = {o.name: o.reasons for o in ops.overdue()}
+    assert set(found) == {"failing", "late", "missed"}
+    assert found["failing"][0].startswith("failed")
+    assert found["late"][0].startswith("deadline")
+    assert found["missed"][0].startswith("missed")
+
+
+def test_history_status_and_doctor_commands_show_occurrences_and_overdue(store: Store
+                                                                         ) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from awa_beat.cli import main
+
+    register(store, "nightly", overlap="skip")
+    t1, t2 = T0 + timedelta(minutes=1), T0 + timedelta(minutes=2)
+    fire(store, "nightly", T0, t1)
+    fire(store, "nightly", t1, t2)
+    finish(store, "nightly", t1, "failed")
+    url = store.conninfo
+
+    def cli(*args: str) -> Any:
+        return CliRunner().invoke(main, [*args, "--database-url", url],
+                                  catch_exceptions=False)
+
+    shown = json.loads(cli("history", "nightly", "--json").output)
+    assert [(o["kind"], o["outcome"]) for o in shown] == [("skipped", None),
+                                                          ("fired", "failed")]
+    assert shown[1]["runtime"] == 0.5 and shown[1]["fire_time"] == t1.isoformat()
+    table = cli("history", "nightly").output
+    assert "overlap: the previous run had not finished" in table and "0.500 s" in table
+    status = json.loads(cli("status", "--json").output)
+    assert [o["name"] for o in status["overdue"]] == ["nightly"]
+    doctor = cli("doctor")
+    assert doctor.exit_code == 1 and "1 overdue schedule(s)" in doctor.output
+    assert "nightly: " in doctor.output
