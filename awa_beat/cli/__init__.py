@@ -17,6 +17,7 @@ from .history import history
 from .imports import import_
 from .schedules import export, list_, pause, remove, resume, show, trigger
 from .schema import migrate
+from .web import web
 
 __all__ = ["main"]
 
@@ -28,5 +29,5 @@ def main() -> None:
 
 
 for _command in (migrate, list_, pause, resume, trigger, remove, show, history, export,
-                 status, doctor, import_):
+                 status, doctor, import_, web):
     main.add_command(_command)
