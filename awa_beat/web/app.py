@@ -238,12 +238,12 @@ class Dashboard:
             if any(path == req.path for _, path in self.routes):
                 raise HTTPError(405, f"{req.method} is not allowed here")
             raise HTTPError(404, "no such page")
-        public = req.path in ("/login", "/static/style")
+        public = req.path in ("/login", "/favicon.ico")
         req.user = self._user(req)
         if req.session is None:
             req.session = auth.new_session(req.user)
         if config.authenticates and req.user is None and not public:
-            if config.password and req.method == "GET":
+            if config.password and req.method == "GET" and not req.header("Authorization"):
                 return Response.redirect(req.url("/login", next=req.path + (
                     "?" + req.environ["QUERY_STRING"] if req.environ.get("QUERY_STRING")
                     else "")))

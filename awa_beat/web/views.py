@@ -78,6 +78,11 @@ def index(app: Dashboard, req: Request) -> Response:
     return Response.redirect(req.url("/schedules"))
 
 
+@route("GET", "/favicon.ico")
+def favicon(app: Dashboard, req: Request) -> Response:
+    return Response("", 204)
+
+
 def _filter(app: Dashboard, query: Mapping[str, str]) -> tuple[ScheduleFilter, dict[str, str]]:
     search = query.get("q", "").strip()
     if len(search) > SEARCH_LIMIT:
