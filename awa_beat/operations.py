@@ -160,12 +160,16 @@ class Check:
     """The offending items (schedule names, with the reason)."""
 
 
+#: The list counts the rows its filter matches up to this many; past it, it says "over".
+COUNT_LIMIT = 10_000
+
+
 @dataclass(frozen=True)
 class ScheduleFilter:
     """What the dashboard's list is narrowed to; every filter runs in SQL."""
 
     search: str | None = None
-    """Text the name or the task contains (case-insensitive)."""
+    """Text the name contains (case-insensitive)."""
     paused: bool | None = None
     owner: str | None = None
     """A deployment, or '' for rows no awa-beat registered."""
@@ -181,7 +185,7 @@ class SchedulePage:
     notes: dict[str, str]
     """The note of each paused schedule's pause, where one was given."""
     total: int
-    """Rows the filter matches, on every page."""
+    """Rows the filter matches, counted up to :data:`COUNT_LIMIT` + 1 (more: "over")."""
     has_next: bool
     has_previous: bool
 
@@ -208,12 +212,6 @@ class AuditEntry:
     schedule: str | None
     detail: dict[str, Any]
     outcome: str
-
-
-def like_contains(text: str) -> str:
-    """An ILIKE pattern matching ``text`` anywhere, its own ``%``, ``_`` and ``\\`` literal."""
-    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
 
 
 # -- pure helpers ----------------------------------------------------------------------------
@@ -392,7 +390,7 @@ class Operations:
              before: str | None = None, limit: int = 50) -> SchedulePage:
         """A page of at most ``limit`` schedules after the name ``after`` (or the page
         before ``before``), filtered and paged in SQL (keyset on the name)."""
-        filters = {"search": like_contains(where.search) if where.search else None,
+        filters = {"search": where.search.lower() if where.search else None,
                    "paused": where.paused, "owner": where.owner,
                    "names": sorted(where.names) if where.names is not None else None}
         rows = self.store.schedules_page(after=after, before=before, limit=limit + 1,
@@ -408,7 +406,7 @@ class Operations:
         return SchedulePage(
             views=[self._view(row, now, row.name in orphans) for row, _ in rows],
             notes={row.name: note for row, note in rows if note},
-            total=self.store.count_schedules(**filters),
+            total=self.store.count_schedules(**filters, cap=COUNT_LIMIT + 1),
             has_next=has_next, has_previous=has_previous)
 
     def deployments(self) -> list[str]:

@@ -444,8 +444,8 @@ class Store:
                        names: Sequence[str] | None = None,
                        ) -> list[tuple[ScheduleRow, str | None]]:
         """Up to ``limit`` rows in name order after ``after`` (or the ones just before
-        ``before``), each with its pause note, filtered in SQL: ``search`` an ILIKE
-        pattern on name and task, ``paused``, ``owner`` a deployment ('' for rows no
+        ``before``), each with its pause note, filtered in SQL: ``search`` lower-case
+        text the name contains, ``paused``, ``owner`` a deployment ('' for rows no
         awa-beat registered), ``names`` a set to narrow to."""
         params = {"after": after, "before": before, "limit": limit, "search": search,
                   "paused": paused, "owner": owner,
@@ -459,9 +459,10 @@ class Store:
                  r["pause_note"]) for r in rows]
 
     def count_schedules(self, *, search: str | None = None, paused: bool | None = None,
-                        owner: str | None = None, names: Sequence[str] | None = None) -> int:
-        """How many rows :meth:`schedules_page`'s filters match."""
-        params = {"search": search, "paused": paused, "owner": owner,
+                        owner: str | None = None, names: Sequence[str] | None = None,
+                        cap: int = 10_001) -> int:
+        """How many rows :meth:`schedules_page`'s filters match, at most ``cap``."""
+        params = {"search": search, "paused": paused, "owner": owner, "cap": cap,
                   "names": list(names) if names is not None else None}
         with self._conn() as conn, wrap_errors("counting schedules"):
             row = conn.execute(queries["count_schedules_page"], params).fetchone()

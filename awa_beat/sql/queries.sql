@@ -526,8 +526,8 @@ SELECT * FROM django_celery_beat_clockedschedule ORDER BY id;
 -- schedules_page --
 -- One page of the list in name order, the rows after %(after)s (NULL: from the start),
 -- filtered in the statement: the primary key on name gives the order, so a page reads
--- about a page of rows even among 100,000. %(search)s is an ILIKE pattern on the name
--- and the task; %(owner)s a deployment ('' for rows no awa-beat registered); %(names)s
+-- about a page of rows even among 100,000. %(search)s is lower-case text the name
+-- contains (strpos: no pattern to escape); %(owner)s a deployment ('' for rows no awa-beat registered); %(names)s
 -- narrows to a set computed elsewhere (overdue, failing). The pause note is shown only
 -- for the pause it was written with.
 SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
@@ -537,7 +537,7 @@ SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.m
   LEFT JOIN awa_beat.schedules s USING (name)
   LEFT JOIN awa_beat.pause_notes n ON n.name = c.name AND n.paused_at = c.paused_at
  WHERE (%(after)s::text IS NULL OR c.name > %(after)s::text)
-   AND (%(search)s::text IS NULL OR c.name ILIKE %(search)s::text OR c.kind ILIKE %(search)s::text)
+   AND (%(search)s::text IS NULL OR strpos(lower(c.name), %(search)s::text) > 0)
    AND (%(paused)s::boolean IS NULL OR (c.paused_at IS NOT NULL) = %(paused)s::boolean)
    AND (%(owner)s::text IS NULL OR s.deployment IS NOT DISTINCT FROM nullif(%(owner)s::text, ''))
    AND (%(names)s::text[] IS NULL OR c.name = ANY(%(names)s::text[]))
@@ -553,7 +553,7 @@ SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.m
   LEFT JOIN awa_beat.schedules s USING (name)
   LEFT JOIN awa_beat.pause_notes n ON n.name = c.name AND n.paused_at = c.paused_at
  WHERE c.name < %(before)s::text
-   AND (%(search)s::text IS NULL OR c.name ILIKE %(search)s::text OR c.kind ILIKE %(search)s::text)
+   AND (%(search)s::text IS NULL OR strpos(lower(c.name), %(search)s::text) > 0)
    AND (%(paused)s::boolean IS NULL OR (c.paused_at IS NOT NULL) = %(paused)s::boolean)
    AND (%(owner)s::text IS NULL OR s.deployment IS NOT DISTINCT FROM nullif(%(owner)s::text, ''))
    AND (%(names)s::text[] IS NULL OR c.name = ANY(%(names)s::text[]))
@@ -561,14 +561,18 @@ SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.m
  LIMIT %(limit)s;
 
 -- count_schedules_page --
--- How many rows the list's filters match, in all.
-SELECT count(*)
-  FROM awa.cron_jobs c
-  LEFT JOIN awa_beat.schedules s USING (name)
- WHERE (%(search)s::text IS NULL OR c.name ILIKE %(search)s::text OR c.kind ILIKE %(search)s::text)
-   AND (%(paused)s::boolean IS NULL OR (c.paused_at IS NOT NULL) = %(paused)s::boolean)
-   AND (%(owner)s::text IS NULL OR s.deployment IS NOT DISTINCT FROM nullif(%(owner)s::text, ''))
-   AND (%(names)s::text[] IS NULL OR c.name = ANY(%(names)s::text[]));
+-- How many rows the list's filters match, counted up to %(cap)s: past that the
+-- page says "over", and a broad filter does not cost a full count.
+SELECT count(*) FROM (
+    SELECT 1
+      FROM awa.cron_jobs c
+      LEFT JOIN awa_beat.schedules s USING (name)
+     WHERE (%(search)s::text IS NULL OR strpos(lower(c.name), %(search)s::text) > 0)
+       AND (%(paused)s::boolean IS NULL OR (c.paused_at IS NOT NULL) = %(paused)s::boolean)
+       AND (%(owner)s::text IS NULL OR s.deployment IS NOT DISTINCT FROM nullif(%(owner)s::text, ''))
+       AND (%(names)s::text[] IS NULL OR c.name = ANY(%(names)s::text[]))
+     LIMIT %(cap)s
+) matching;
 
 -- deployments --
 -- The deployments that registered rows, for the list's owner filter.

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..cron import load_timezone
 from ..errors import AwaBeatError
-from ..operations import ScheduleFilter, ScheduleView
+from ..operations import COUNT_LIMIT, ScheduleFilter, ScheduleView
 from . import auth
 from .app import HTTPError, Request, Response
 from .describe import describe
@@ -115,6 +115,7 @@ def schedules(app: Dashboard, req: Request) -> Response:
         req, "schedules.html", page=page, rows=[_row(v, page.notes, queues)
                                                 for v in page.views],
         shown=shown, deployments=app.ops.deployments(), outcomes=app.outcomes is not None,
+        count_limit=COUNT_LIMIT,
         next_url=req.url("/schedules", **shown, after=page.views[-1].name)
         if page.has_next and page.views else None,
         prev_url=req.url("/schedules", **shown, before=page.views[0].name)
