@@ -49,7 +49,7 @@ def web(database_url: str | None, bind: str, port: int, password_file: str | Non
     """The web dashboard: schedules, their fires and history, actions, the cluster."""
     try:
         from ..web import WebConfig, create_app
-        from ..web.server import make
+        from ..web.server import check_bind, make
     except ImportError as exc:
         raise ConfigError(f"the dashboard needs the web extra: pip install 'awa-beat[web]' "
                           f"({exc})") from None
@@ -57,6 +57,7 @@ def web(database_url: str | None, bind: str, port: int, password_file: str | Non
                        trusted_user_header=trust_user_header,
                        trusted_proxies=trusted_proxies or ("127.0.0.1", "::1"),
                        allowed_origins=allowed_origins, read_only=read_only)
+    check_bind(bind, config)  # before the database: a refusal needs none
     app = create_app(database_url_for(database_url), config=config)
     try:
         server = make(app, bind, port)

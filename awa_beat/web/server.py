@@ -12,6 +12,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from ..errors import ConfigError
 from .app import Dashboard
+from .auth import WebConfig
 
 logger = logging.getLogger(__name__)
 
@@ -25,9 +26,9 @@ def is_loopback(bind: str) -> bool:
         return False
 
 
-def check_bind(bind: str, app: Dashboard) -> None:
+def check_bind(bind: str, config: WebConfig) -> None:
     """Refuse to listen on an address other hosts reach unless logging in is required."""
-    if not is_loopback(bind) and not app.config.authenticates:
+    if not is_loopback(bind) and not config.authenticates:
         raise ConfigError(
             f"refusing to listen on {bind} without authentication: set "
             "AWA_BEAT_WEB_PASSWORD (or --password-file), or --trust-user-header behind a "
@@ -56,7 +57,7 @@ class QuietHandler(WSGIRequestHandler):
 
 def make(app: Dashboard, bind: str = "127.0.0.1", port: int = 8080) -> ThreadingServer:
     """A server for ``app`` on ``bind:port`` (port 0: any free one), not yet serving."""
-    check_bind(bind, app)
+    check_bind(bind, app.config)
     server_class = IPv6ThreadingServer if ":" in bind else ThreadingServer
     return make_server(bind, port, app, server_class=server_class,  # type: ignore[return-value]
                        handler_class=QuietHandler)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import time
+from pathlib import Path
 
 import pytest
 
@@ -69,14 +70,28 @@ def test_the_signing_key_follows_the_password_else_is_random() -> None:
 def test_listening_beyond_loopback_needs_authentication() -> None:
     from awa_beat.web.server import check_bind, is_loopback
 
-    class App:
-        def __init__(self, config: auth.WebConfig) -> None:
-            self.config = config
-
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("10.1.2.3")
-    check_bind("127.0.0.1", App(auth.WebConfig()))  # type: ignore[arg-type]
+    check_bind("127.0.0.1", auth.WebConfig())
     with pytest.raises(ConfigError, match=r"refusing to listen on 0\.0\.0\.0"):
-        check_bind("0.0.0.0", App(auth.WebConfig()))  # type: ignore[arg-type]
-    check_bind("0.0.0.0", App(auth.WebConfig(password="pw")))  # type: ignore[arg-type]
-    check_bind("0.0.0.0", App(auth.WebConfig(trusted_user_header="X-User")))  # type: ignore[arg-type]
+        check_bind("0.0.0.0", auth.WebConfig())
+    check_bind("0.0.0.0", auth.WebConfig(password="pw"))
+    check_bind("0.0.0.0", auth.WebConfig(trusted_user_header="X-User"))
+
+
+def test_the_web_command_refuses_an_open_address_before_touching_the_database(
+        tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from awa_beat.cli import main
+
+    url = "postgresql://beat:dsn-secret@db.invalid/app"
+    result = CliRunner().invoke(main, ["web", "--bind", "0.0.0.0", "--database-url", url])
+    assert result.exit_code == 1
+    assert "refusing to listen on 0.0.0.0 without authentication" in result.output
+    assert "dsn-secret" not in result.output
+    empty = tmp_path / "pw"
+    empty.write_text("\n")
+    result = CliRunner().invoke(main, ["web", "--password-file", str(empty),
+                                       "--database-url", url])
+    assert result.exit_code == 1 and "is empty" in result.output
