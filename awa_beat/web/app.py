@@ -199,6 +199,9 @@ class Dashboard:
             response = self._error(req, 503, str(exc))
         except AwaBeatError as exc:
             response = self._error(req, 400, str(exc))
+        except Exception:  # a bug: logged here, and the browser gets a page, not a trace
+            logger.exception("awa-beat web: %s %s failed", req.method, req.path)
+            response = self._error(req, 500, "internal error (logged by the server)")
         headers = [("Content-Type", "text/html; charset=utf-8"),
                    ("Cache-Control", "no-store"),
                    ("X-Content-Type-Options", "nosniff"),

@@ -109,6 +109,8 @@ def schedules(app: Dashboard, req: Request) -> Response:
     query = req.query
     where, shown = _filter(app, query)
     after, before = query.get("after") or None, query.get("before") or None
+    if len(after or "") > 1000 or len(before or "") > 1000:
+        raise HTTPError(400, "after, before: a schedule name (at most 1000 characters)")
     page = app.ops.page(where, after=after, before=before, limit=app.config.page_size)
     queues = app.ops.queue_pauses({v.row.queue for v in page.views})
     return app.render(
@@ -136,7 +138,8 @@ def schedule(app: Dashboard, req: Request) -> Response:
     view = app.ops.get(name)
     jobs = app.ops.history(name, 25)
     done = query.get("done", "")
-    message = DONE[done].format(job=int(query.get("job") or 0), name=name) \
+    job = query.get("job", "")
+    message = DONE[done].format(job=int(job) if job.isdigit() else "?", name=name) \
         if done in DONE else None
     return app.render(
         req, "schedule.html", item=_row(view, {name: app.ops.pause_note(name) or ""},
