@@ -8,11 +8,23 @@ WSGI adapter). See docs/web.md.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .app import Dashboard
 from .auth import WebConfig
 from .seams import Outcomes, ScheduleEditor
+
+if TYPE_CHECKING:
+    from .app import Dashboard
+
+
+def __getattr__(name: str) -> Any:
+    # Jinja2 (the web extra) only for the app itself: the pure parts (describe, used by
+    # the Django admin) import without it.
+    if name == "Dashboard":
+        from .app import Dashboard
+
+        return Dashboard
+    raise AttributeError(name)
 
 __all__ = ["Dashboard", "Outcomes", "ScheduleEditor", "WebConfig", "create_app"]
 
@@ -30,6 +42,7 @@ def create_app(database_url: str | None = None, *, config: WebConfig | None = No
     """
     from ..operations import Operations, find_database_url
     from ..store import Store
+    from .app import Dashboard
 
     if config is None:
         config = WebConfig(**config_kwargs)

@@ -194,6 +194,16 @@ def test_pause_with_a_note_and_resume_round_trip(page: Any, open_url: str, conn:
     shot(page, "audit")
 
 
+def test_a_schedules_page_marks_the_dst_changes_of_its_next_fires(page: Any, open_url: str
+                                                                  ) -> None:
+    page.goto(f"{open_url}/schedule?name=invoice-sweep")  # monthly, in London
+    expect(page.locator("#row")).to_contain_text("at 06:30, on day 1 of the month")
+    marks = page.locator("#upcoming .dst")
+    expect(marks.first).to_have_text(re.compile(r"DST: UTC offset \+0[01]:00 -> \+0[01]:00"))
+    assert marks.count() >= 2  # twenty monthly fires cross both changes of a year
+    shot(page, "schedule-dst")
+
+
 def test_trigger_inserts_one_job(page: Any, open_url: str, conn: Any) -> None:
     count = "SELECT count(*) FROM awa.jobs WHERE metadata ->> 'cron_name' = 'weekday-digest'"
     (before,) = conn.execute(count).fetchone()
