@@ -276,6 +276,60 @@ class Check:
     """The offending items (schedule names, with the reason)."""
 
 
+#: The list counts the rows its filter matches up to this many; past it, it says "over".
+COUNT_LIMIT = 10_000
+
+
+@dataclass(frozen=True)
+class ScheduleFilter:
+    """What the dashboard's list is narrowed to; every filter runs in SQL."""
+
+    search: str | None = None
+    """Text the name contains (case-insensitive)."""
+    paused: bool | None = None
+    owner: str | None = None
+    """A deployment, or '' for rows no awa-beat registered."""
+    names: frozenset[str] | None = None
+    """A set computed elsewhere (overdue, failing schedules) to narrow to."""
+
+
+@dataclass(frozen=True)
+class SchedulePage:
+    """One page of the list, in name order."""
+
+    views: list[ScheduleView]
+    notes: dict[str, str]
+    """The note of each paused schedule's pause, where one was given."""
+    total: int
+    """Rows the filter matches, counted up to :data:`COUNT_LIMIT` + 1 (more: "over")."""
+    has_next: bool
+    has_previous: bool
+
+
+@dataclass(frozen=True)
+class QueuePause:
+    """An Awa queue that is paused (``awa.queue_meta``): its jobs wait, fires pile up."""
+
+    queue: str
+    paused_at: datetime | None
+    paused_by: str | None
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One action taken through a dashboard (``awa_beat.audit_log``)."""
+
+    id: int
+    at: datetime
+    actor: str
+    source: str
+    remote_addr: str | None
+    action: str
+    schedule: str | None
+    detail: dict[str, Any]
+    outcome: str
+
+
 # -- pure helpers ----------------------------------------------------------------------------
 
 
@@ -456,10 +510,13 @@ class Operations:
     def _view(row: ScheduleRow, now: datetime, orphan: bool) -> ScheduleView:
         return ScheduleView(row, *next_fire(row, now), orphan=orphan)
 
-    def pause(self, name: str, by: str | None = None, *,
+    def pause(self, name: str, by: str | None = None, note: str | None = None, *,
               conn: psycopg.Connection | None = None) -> datetime:
-        """Stop ``name``'s automatic fires; ``by`` (default: ``user@host``) is shown.
-        ``conn``: the caller's connection, to join its transaction (also below)."""
+        """Stop ``name``'s automatic fires; ``by`` (default: ``user@host``) is shown, and
+        ``note`` (why) with it while this pause lasts. ``conn``: the caller's connection,
+        to join its transaction (also below)."""
+        if note:
+            return self.store.pause_with_note(name, by or whoami(), note, conn=conn)
         return self.store.pause(name, by or whoami(), conn=conn)
 
     def resume(self, name: str, *, conn: psycopg.Connection | None = None) -> None:
@@ -593,6 +650,62 @@ class Operations:
             return None
         configured = set(self._configured())
         return [n for n in self.store.owned_names(self.deployment) if n not in configured]
+
+    # -- the dashboard ----------------------------------------------------------------------
+
+    def page(self, where: ScheduleFilter = ScheduleFilter(), *, after: str | None = None,
+             before: str | None = None, limit: int = 50) -> SchedulePage:
+        """A page of at most ``limit`` schedules after the name ``after`` (or the page
+        before ``before``), filtered and paged in SQL (keyset on the name)."""
+        filters = {"search": where.search.lower() if where.search else None,
+                   "paused": where.paused, "owner": where.owner,
+                   "names": sorted(where.names) if where.names is not None else None}
+        rows = self.store.schedules_page(after=after, before=before, limit=limit + 1,
+                                         **filters)
+        if before is not None:
+            has_previous, has_next = len(rows) > limit, True
+            rows = rows[-limit:]
+        else:
+            has_previous, has_next = after is not None, len(rows) > limit
+            rows = rows[:limit]
+        orphans = set(self.orphans() or ())
+        now = self.clock()
+        return SchedulePage(
+            views=[self._view(row, now, row.name in orphans) for row, _ in rows],
+            notes={row.name: note for row, note in rows if note},
+            total=self.store.count_schedules(**filters, cap=COUNT_LIMIT + 1),
+            has_next=has_next, has_previous=has_previous)
+
+    def deployments(self) -> list[str]:
+        """The deployments that registered schedules here."""
+        return self.store.deployments()
+
+    def queue_pauses(self, queues: Collection[str]) -> dict[str, QueuePause]:
+        """Awa's paused queues among ``queues``, by queue (none in the standalone layout,
+        which has no queue pauses)."""
+        if not queues:
+            return {}
+        return {r["queue"]: QueuePause(r["queue"], r["paused_at"], r["paused_by"])
+                for r in self.store.paused_queues(sorted(queues))}
+
+    def pause_note(self, name: str) -> str | None:
+        return self.store.pause_note(name)
+
+    def record_action(self, *, actor: str, source: str, action: str, outcome: str,
+                      schedule: str | None = None, remote_addr: str | None = None,
+                      detail: Mapping[str, Any] | None = None) -> int:
+        """Record an action taken through a dashboard; the entry's id."""
+        entry_id, _ = self.store.record_audit(
+            actor=actor, source=source, remote_addr=remote_addr, action=action,
+            schedule=schedule, detail=dict(detail or {}), outcome=outcome)
+        return entry_id
+
+    def audit_log(self, *, limit: int = 50, before_id: int | None = None,
+                  schedule: str | None = None) -> list[AuditEntry]:
+        """The newest recorded actions (before the entry ``before_id``), of one schedule
+        or of all."""
+        return [AuditEntry(**r) for r in self.store.audit_log(
+            limit=limit, before_id=before_id, schedule=schedule)]
 
     # -- the cluster ----------------------------------------------------------------------
 

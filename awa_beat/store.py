@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import psycopg
+import psycopg.types.json
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
@@ -575,6 +576,82 @@ class Store:
         with self._conn() as conn, wrap_errors("reading the database clock"):
             row = conn.execute(queries["database_clock"]).fetchone()
         return row[0]
+
+    # -- the dashboard (awa-beat web, the Django admin) ----------------------------------
+
+    def schedules_page(self, *, after: str | None = None, before: str | None = None,
+                       limit: int = 50, search: str | None = None,
+                       paused: bool | None = None, owner: str | None = None,
+                       names: Sequence[str] | None = None,
+                       ) -> list[tuple[ScheduleRow, str | None]]:
+        """Up to ``limit`` rows in name order after ``after`` (or the ones just before
+        ``before``), each with its pause note, filtered in SQL: ``search`` lower-case
+        text the name contains, ``paused``, ``owner`` a deployment ('' for rows no
+        awa-beat registered), ``names`` a set to narrow to."""
+        params = {"after": after, "before": before, "limit": limit, "search": search,
+                  "paused": paused, "owner": owner,
+                  "names": list(names) if names is not None else None}
+        query = queries["schedules_page" if before is None else "schedules_page_before"]
+        with self._conn() as conn, wrap_errors("listing schedules"):
+            rows = conn.cursor(row_factory=dict_row).execute(query, params).fetchall()
+        if before is not None:
+            rows.reverse()
+        return [(ScheduleRow(**{k: v for k, v in r.items() if k != "pause_note"}),
+                 r["pause_note"]) for r in rows]
+
+    def count_schedules(self, *, search: str | None = None, paused: bool | None = None,
+                        owner: str | None = None, names: Sequence[str] | None = None,
+                        cap: int = 10_001) -> int:
+        """How many rows :meth:`schedules_page`'s filters match, at most ``cap``."""
+        params = {"search": search, "paused": paused, "owner": owner, "cap": cap,
+                  "names": list(names) if names is not None else None}
+        with self._conn() as conn, wrap_errors("counting schedules"):
+            row = conn.execute(queries["count_schedules_page"], params).fetchone()
+        return int(row[0]) if row else 0
+
+    def deployments(self) -> list[str]:
+        with self._conn() as conn, wrap_errors("reading deployments"):
+            return [r[0] for r in conn.execute(queries["deployments"])]
+
+    def paused_queues(self, queues: Sequence[str]) -> list[dict[str, Any]]:
+        """Awa's paused queues among ``queues``; none where Awa's queue table is absent
+        (the standalone layout)."""
+        with self._conn() as conn, wrap_errors("reading queue pauses"):
+            (present,) = conn.execute(queries["has_queue_meta"]).fetchone()
+            if not present:
+                return []
+            cur = conn.cursor(row_factory=dict_row)
+            return cur.execute(queries["paused_queues"], {"queues": list(queues)}).fetchall()
+
+    def pause_with_note(self, name: str, by: str | None, note: str, *,
+                        conn: psycopg.Connection | None = None) -> datetime:
+        with self._on(conn) as c, wrap_errors(f"pausing {name!r}"):
+            row = c.execute(queries["pause_schedule_with_note"],
+                            {"name": name, "by": by, "note": note}).fetchone()
+        if row is None:
+            raise NotFound(f"no schedule named {name!r}")
+        return row[0]
+
+    def pause_note(self, name: str) -> str | None:
+        """The note of ``name``'s current pause, if it was given one."""
+        with self._conn() as conn, wrap_errors(f"reading the pause note of {name!r}"):
+            row = conn.execute(queries["pause_note"], {"name": name}).fetchone()
+        return row[0] if row else None
+
+    def record_audit(self, **entry: Any) -> tuple[int, datetime]:
+        """One row of ``awa_beat.audit_log`` (see migration 0011); its id and instant."""
+        with self._conn() as conn, wrap_errors("recording the action"):
+            row = conn.execute(queries["record_audit"], {
+                **entry, "detail": psycopg.types.json.Jsonb(entry.get("detail") or {})}
+                ).fetchone()
+        return int(row[0]), row[1]
+
+    def audit_log(self, *, limit: int = 50, before_id: int | None = None,
+                  schedule: str | None = None) -> list[dict[str, Any]]:
+        with self._conn() as conn, wrap_errors("reading the audit log"):
+            cur = conn.cursor(row_factory=dict_row)
+            return cur.execute(queries["audit_log"], {
+                "limit": limit, "before_id": before_id, "schedule": schedule}).fetchall()
 
     # -- firing --------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from .imports import import_
 from .runtime import add, edit
 from .schedules import export, list_, pause, remove, resume, show, trigger
 from .schema import migrate
+from .web import web
 
 __all__ = ["main"]
 
@@ -29,5 +30,5 @@ def main() -> None:
 
 
 for _command in (migrate, list_, add, edit, pause, resume, trigger, remove, show, history,
-                 export, status, doctor, import_):
+                 export, status, doctor, import_, web):
     main.add_command(_command)

@@ -926,3 +926,105 @@ SELECT s.name, s.cron_expr, s.timezone, s.missed_fire_policy, s.last_enqueued_at
          ON s.celery AND f.schedule = s.name AND f.fire_time = s.last_enqueued_at::text
   LEFT JOIN awa_latest a ON NOT s.celery AND a.name = s.name
  ORDER BY s.name;
+
+-- the dashboard (awa-beat web, the Django admin)
+
+-- schedules_page --
+-- One page of the list in name order, the rows after %(after)s (NULL: from the start),
+-- filtered in the statement: the primary key on name gives the order, so a page reads
+-- about a page of rows even among 100,000. %(search)s is lower-case text the name
+-- contains (strpos: no pattern to escape); %(owner)s a deployment ('' for rows no awa-beat registered); %(names)s
+-- narrows to a set computed elsewhere (overdue, failing). The pause note is shown only
+-- for the pause it was written with.
+SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
+       c.tags, c.metadata, c.missed_fire_policy, c.last_enqueued_at, c.created_at,
+       c.updated_at, c.paused_at, c.paused_by, s.deployment, n.note AS pause_note
+  FROM awa.cron_jobs c
+  LEFT JOIN awa_beat.schedules s USING (name)
+  LEFT JOIN awa_beat.pause_notes n ON n.name = c.name AND n.paused_at = c.paused_at
+ WHERE (%(after)s::text IS NULL OR c.name > %(after)s::text)
+   AND (%(search)s::text IS NULL OR strpos(lower(c.name), %(search)s::text) > 0)
+   AND (%(paused)s::boolean IS NULL OR (c.paused_at IS NOT NULL) = %(paused)s::boolean)
+   AND (%(owner)s::text IS NULL OR s.deployment IS NOT DISTINCT FROM nullif(%(owner)s::text, ''))
+   AND (%(names)s::text[] IS NULL OR c.name = ANY(%(names)s::text[]))
+ ORDER BY c.name
+ LIMIT %(limit)s;
+
+-- schedules_page_before --
+-- The page before %(before)s, the same filters, read backwards (the caller reverses it).
+SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
+       c.tags, c.metadata, c.missed_fire_policy, c.last_enqueued_at, c.created_at,
+       c.updated_at, c.paused_at, c.paused_by, s.deployment, n.note AS pause_note
+  FROM awa.cron_jobs c
+  LEFT JOIN awa_beat.schedules s USING (name)
+  LEFT JOIN awa_beat.pause_notes n ON n.name = c.name AND n.paused_at = c.paused_at
+ WHERE c.name < %(before)s::text
+   AND (%(search)s::text IS NULL OR strpos(lower(c.name), %(search)s::text) > 0)
+   AND (%(paused)s::boolean IS NULL OR (c.paused_at IS NOT NULL) = %(paused)s::boolean)
+   AND (%(owner)s::text IS NULL OR s.deployment IS NOT DISTINCT FROM nullif(%(owner)s::text, ''))
+   AND (%(names)s::text[] IS NULL OR c.name = ANY(%(names)s::text[]))
+ ORDER BY c.name DESC
+ LIMIT %(limit)s;
+
+-- count_schedules_page --
+-- How many rows the list's filters match, counted up to %(cap)s: past that the
+-- page says "over", and a broad filter does not cost a full count.
+SELECT count(*) FROM (
+    SELECT 1
+      FROM awa.cron_jobs c
+      LEFT JOIN awa_beat.schedules s USING (name)
+     WHERE (%(search)s::text IS NULL OR strpos(lower(c.name), %(search)s::text) > 0)
+       AND (%(paused)s::boolean IS NULL OR (c.paused_at IS NOT NULL) = %(paused)s::boolean)
+       AND (%(owner)s::text IS NULL OR s.deployment IS NOT DISTINCT FROM nullif(%(owner)s::text, ''))
+       AND (%(names)s::text[] IS NULL OR c.name = ANY(%(names)s::text[]))
+     LIMIT %(cap)s
+) matching;
+
+-- deployments --
+-- The deployments that registered rows, for the list's owner filter.
+SELECT DISTINCT deployment FROM awa_beat.schedules ORDER BY deployment;
+
+-- has_queue_meta --
+-- Whether Awa's queue pauses are recorded here (Awa's own schema; not the standalone one).
+SELECT to_regclass('awa.queue_meta') IS NOT NULL AS present;
+
+-- paused_queues --
+-- Awa's paused queues among %(queues)s: a cron pause and a queue pause are independent,
+-- and fires into a paused queue pile up.
+SELECT queue, paused_at, paused_by FROM awa.queue_meta
+ WHERE paused AND queue = ANY(%(queues)s::text[]);
+
+-- pause_schedule_with_note --
+-- A pause and its note, in one statement: the note is kept with the pause's instant,
+-- so a later pause without one (the CLI, Awa's UI) does not show it.
+WITH paused AS (
+    UPDATE awa.cron_jobs SET paused_at = now(), paused_by = %(by)s, updated_at = now()
+     WHERE name = %(name)s
+    RETURNING name, paused_at
+), noted AS (
+    INSERT INTO awa_beat.pause_notes (name, paused_at, note)
+    SELECT name, paused_at, %(note)s FROM paused
+    ON CONFLICT (name) DO UPDATE SET paused_at = EXCLUDED.paused_at, note = EXCLUDED.note
+)
+SELECT paused_at FROM paused;
+
+-- pause_note --
+SELECT n.note FROM awa_beat.pause_notes n JOIN awa.cron_jobs c
+    ON c.name = n.name AND c.paused_at = n.paused_at
+ WHERE n.name = %(name)s;
+
+-- record_audit --
+INSERT INTO awa_beat.audit_log (actor, source, remote_addr, action, schedule, detail, outcome)
+VALUES (%(actor)s, %(source)s, %(remote_addr)s, %(action)s, %(schedule)s, %(detail)s,
+        %(outcome)s)
+RETURNING id, at;
+
+-- audit_log --
+-- Newest first, the entries before id %(before_id)s (NULL: the newest), of one schedule
+-- or of all.
+SELECT id, at, actor, source, remote_addr, action, schedule, detail, outcome
+  FROM awa_beat.audit_log
+ WHERE (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
+   AND (%(schedule)s::text IS NULL OR schedule = %(schedule)s::text)
+ ORDER BY id DESC
+ LIMIT %(limit)s;

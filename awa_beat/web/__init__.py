@@ -1,0 +1,57 @@
+"""awa-beat's web dashboard: a WSGI application over the operations layer.
+
+Run it with ``awa-beat web`` (``pip install 'awa-beat[web]'``), or mount
+:func:`create_app`'s callable in any WSGI server or application (an ASGI one through a
+WSGI adapter). See docs/web.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from .auth import WebConfig
+from .seams import Outcomes, ScheduleEditor
+
+if TYPE_CHECKING:
+    from .app import Dashboard
+
+
+def __getattr__(name: str) -> Any:
+    # Jinja2 (the web extra) only for the app itself: the pure parts (describe, used by
+    # the Django admin) import without it.
+    if name == "Dashboard":
+        from .app import Dashboard
+
+        return Dashboard
+    raise AttributeError(name)
+
+__all__ = ["Dashboard", "Outcomes", "ScheduleEditor", "WebConfig", "create_app"]
+
+
+def create_app(database_url: str | None = None, *, config: WebConfig | None = None,
+               operations: Any = None, outcomes: Outcomes | None = None,
+               pool_size: int = 4, environ: Mapping[str, str] | None = None,
+               **config_kwargs: Any) -> Dashboard:
+    """The dashboard as a WSGI callable.
+
+    On ``operations`` (an :class:`~awa_beat.operations.Operations`, left open) or on a
+    store of its own for ``database_url`` (else $AWA_BEAT_DATABASE_URL, else the
+    embedded server), closed by ``app.close()``. ``config`` (or its fields as keyword
+    arguments: ``password=``, ``read_only=``, ...) says how it authenticates.
+    """
+    from ..operations import Operations, find_database_url
+    from ..store import Store
+    from .app import Dashboard
+
+    if config is None:
+        config = WebConfig(**config_kwargs)
+    elif config_kwargs:
+        raise TypeError("give config or its fields, not both")
+    if operations is not None:
+        return Dashboard(operations, config, outcomes=outcomes)
+    url = find_database_url(database_url, environ=environ)
+    store = Store(url, max_size=pool_size, origin="awa-beat web")
+    store.open()
+    ops = Operations(store)
+    return Dashboard(ops, config, outcomes=outcomes, close=ops.close)

@@ -1,0 +1,271 @@
+"""The pages and the actions. Each view reads its input, calls the operations layer,
+and renders a template (autoescaped) or redirects; every action is recorded in the
+audit log, whether it succeeded or not."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from ..cron import load_timezone
+from ..errors import AwaBeatError
+from ..operations import COUNT_LIMIT, ScheduleFilter, ScheduleView
+from . import auth
+from .app import HTTPError, Request, Response
+from .describe import describe
+
+if TYPE_CHECKING:
+    from .app import Dashboard, View
+
+ROUTES: dict[tuple[str, str], View] = {}
+#: The paths that change something: refused in read-only mode.
+ACTIONS = {"/schedule/pause", "/schedule/resume", "/schedule/trigger", "/schedule/remove"}
+NOTE_LIMIT = 500
+SEARCH_LIMIT = 200
+#: What a redirect after an action may say (never text from the request).
+DONE = {"paused": "Paused.", "resumed": "Resumed.", "triggered": "Triggered: job {job}.",
+        "removed": "Removed {name}; the jobs it fired stay."}
+
+
+def route(method: str, path: str) -> Callable[[View], View]:
+    def register(view: View) -> View:
+        ROUTES[(method, path)] = view
+        return view
+    return register
+
+
+def required(values: Mapping[str, str], field: str, limit: int = 1000) -> str:
+    value = values.get(field, "").strip()
+    if not value:
+        raise HTTPError(400, f"{field}: required")
+    if len(value) > limit:
+        raise HTTPError(400, f"{field}: at most {limit} characters")
+    return value
+
+
+# -- formatting (template filters) -----------------------------------------------------------
+
+
+def utc(value: datetime | None) -> str:
+    if value is None:
+        return "-"
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def local(value: datetime | None, zone: str) -> str:
+    if value is None:
+        return "-"
+    try:
+        return value.astimezone(load_timezone(zone)).strftime("%Y-%m-%d %H:%M:%S %Z")
+    except AwaBeatError:
+        return "-"
+
+
+def iso(value: datetime | None) -> str:
+    return value.astimezone(timezone.utc).isoformat() if value else ""
+
+
+FILTERS: dict[str, Callable[..., Any]] = {"utc": utc, "local": local, "iso": iso,
+                                           "describe": describe}
+
+
+# -- pages -----------------------------------------------------------------------------------
+
+
+@route("GET", "/")
+def index(app: Dashboard, req: Request) -> Response:
+    return Response.redirect(req.url("/schedules"))
+
+
+@route("GET", "/favicon.ico")
+def favicon(app: Dashboard, req: Request) -> Response:
+    return Response("", 204)
+
+
+def _filter(app: Dashboard, query: Mapping[str, str]) -> tuple[ScheduleFilter, dict[str, str]]:
+    search = query.get("q", "").strip()
+    if len(search) > SEARCH_LIMIT:
+        raise HTTPError(400, f"q: at most {SEARCH_LIMIT} characters")
+    paused = query.get("paused", "")
+    if paused not in ("", "yes", "no"):
+        raise HTTPError(400, "paused: yes, no or empty")
+    owner = query.get("owner", "")
+    state = query.get("state", "")
+    names = None
+    if state:
+        if app.outcomes is None or state not in ("overdue", "failing"):
+            raise HTTPError(400, "state: overdue or failing, once run outcomes are known")
+        names = frozenset(getattr(app.outcomes, state)())
+    shown = {"q": search, "paused": paused, "owner": owner, "state": state}
+    return ScheduleFilter(search=search or None,
+                          paused={"yes": True, "no": False}.get(paused),
+                          owner=None if owner == "" else "" if owner == "~none" else owner,
+                          names=names), shown
+
+
+@route("GET", "/schedules")
+def schedules(app: Dashboard, req: Request) -> Response:
+    query = req.query
+    where, shown = _filter(app, query)
+    after, before = query.get("after") or None, query.get("before") or None
+    if len(after or "") > 1000 or len(before or "") > 1000:
+        raise HTTPError(400, "after, before: a schedule name (at most 1000 characters)")
+    page = app.ops.page(where, after=after, before=before, limit=app.config.page_size)
+    queues = app.ops.queue_pauses({v.row.queue for v in page.views})
+    return app.render(
+        req, "schedules.html", page=page, rows=[_row(v, page.notes, queues)
+                                                for v in page.views],
+        shown=shown, deployments=app.ops.deployments(), outcomes=app.outcomes is not None,
+        count_limit=COUNT_LIMIT,
+        next_url=req.url("/schedules", **shown, after=page.views[-1].name)
+        if page.has_next and page.views else None,
+        prev_url=req.url("/schedules", **shown, before=page.views[0].name)
+        if page.has_previous and page.views else None)
+
+
+def _row(view: ScheduleView, notes: Mapping[str, str], queues: Mapping[str, Any]
+         ) -> dict[str, Any]:
+    return {"view": view, "row": view.row, "note": notes.get(view.name),
+            "queue_pause": queues.get(view.row.queue), "description": describe(
+                view.row.cron_expr)}
+
+
+@route("GET", "/schedule")
+def schedule(app: Dashboard, req: Request) -> Response:
+    query = req.query
+    name = required(query, "name")
+    view = app.ops.get(name)
+    jobs = app.ops.history(name, 25)
+    done = query.get("done", "")
+    job = query.get("job", "")
+    message = DONE[done].format(job=int(job) if job.isdigit() else "?", name=name) \
+        if done in DONE else None
+    return app.render(
+        req, "schedule.html", item=_row(view, {name: app.ops.pause_note(name) or ""},
+                                        app.ops.queue_pauses([view.row.queue])),
+        upcoming=app.ops.upcoming(view.row, count=20), jobs=jobs,
+        outcomes=app.outcomes.job_outcomes(jobs) if app.outcomes else None,
+        audit=app.ops.audit_log(limit=20, schedule=name), message=message)
+
+
+@route("GET", "/schedule/remove")
+def confirm_remove(app: Dashboard, req: Request) -> Response:
+    name = required(req.query, "name")
+    view = app.ops.get(name)
+    return app.render(req, "remove.html", view=view)
+
+
+@route("GET", "/cluster")
+def cluster(app: Dashboard, req: Request) -> Response:
+    return app.render(req, "cluster.html", cluster=app.ops.status())
+
+
+@route("GET", "/audit")
+def audit(app: Dashboard, req: Request) -> Response:
+    before = req.query.get("before", "")
+    if before and not before.isdigit():
+        raise HTTPError(400, "before: an entry id")
+    entries = app.ops.audit_log(limit=app.config.page_size + 1,
+                                before_id=int(before) if before else None)
+    more = len(entries) > app.config.page_size
+    entries = entries[:app.config.page_size]
+    return app.render(req, "audit.html", entries=entries,
+                      older_url=req.url("/audit", before=entries[-1].id) if more else None)
+
+
+# -- actions ---------------------------------------------------------------------------------
+
+
+def _act(app: Dashboard, req: Request, action: str, name: str, run: Callable[[], Any],
+         detail: dict[str, Any] | None = None) -> Any:
+    """Run an action and record it (who, what, from where, how it ended)."""
+    record = {"actor": req.user or "anonymous", "source": app.config.source,
+              "action": action, "schedule": name, "remote_addr": req.client(app.config),
+              "detail": detail}
+    try:
+        result = run()
+    except AwaBeatError as exc:
+        app.ops.record_action(**record, outcome=f"error: {exc}")
+        raise
+    app.ops.record_action(**record, outcome="ok")
+    return result
+
+
+def _paused_by(req: Request) -> str:
+    return f"{req.user or 'anonymous'} (awa-beat web)"
+
+
+@route("POST", "/schedule/pause")
+def pause(app: Dashboard, req: Request) -> Response:
+    name = required(req.form, "name")
+    note = req.form.get("note", "").strip()
+    if len(note) > NOTE_LIMIT:
+        raise HTTPError(400, f"note: at most {NOTE_LIMIT} characters")
+    _act(app, req, "pause", name, lambda: app.ops.pause(name, _paused_by(req), note or None),
+         {"note": note} if note else None)
+    return Response.redirect(req.url("/schedule", name=name, done="paused"))
+
+
+@route("POST", "/schedule/resume")
+def resume(app: Dashboard, req: Request) -> Response:
+    name = required(req.form, "name")
+    _act(app, req, "resume", name, lambda: app.ops.resume(name))
+    return Response.redirect(req.url("/schedule", name=name, done="resumed"))
+
+
+@route("POST", "/schedule/trigger")
+def trigger(app: Dashboard, req: Request) -> Response:
+    name = required(req.form, "name")
+    job = _act(app, req, "trigger", name, lambda: app.ops.trigger(name))
+    return Response.redirect(req.url("/schedule", name=name, done="triggered", job=job))
+
+
+@route("POST", "/schedule/remove")
+def remove(app: Dashboard, req: Request) -> Response:
+    name = required(req.form, "name")
+    if req.form.get("confirm") != name:
+        raise HTTPError(400, "confirm: must repeat the schedule's name")
+    _act(app, req, "remove", name, lambda: app.ops.remove(name))
+    return Response.redirect(req.url("/schedules"))
+
+
+# -- logging in ------------------------------------------------------------------------------
+
+
+def _local_path(target: str) -> str:
+    """Only a path on this site, never another site's URL, to go back to."""
+    return target if target.startswith("/") and not target.startswith("//") \
+        and "\\" not in target else "/schedules"
+
+
+@route("GET", "/login")
+def login_form(app: Dashboard, req: Request) -> Response:
+    return app.render(req, "login.html", next=_local_path(req.query.get("next", "")),
+                      error=None, username="", database=None)
+
+
+@route("POST", "/login")
+def login(app: Dashboard, req: Request) -> Response:
+    form = req.form
+    target = _local_path(form.get("next", ""))
+    username = form.get("username", "").strip()
+    error = None
+    if not app.config.password:
+        error = "password: this dashboard has no password login"
+    elif not username or len(username) > 100:
+        error = "username: required (at most 100 characters), recorded with your actions"
+    elif not auth.password_matches(form.get("password", ""), app.config.password):
+        error = "password: wrong password"
+    if error:
+        response = app.render(req, "login.html", 401, next=target, error=error,
+                              username=username[:100], database=None)
+        return response
+    req.session = auth.new_session(username)
+    return Response.redirect(req.root + target)
+
+
+@route("POST", "/logout")
+def logout(app: Dashboard, req: Request) -> Response:
+    req.session = auth.new_session(None)
+    return Response.redirect(req.url("/login"))

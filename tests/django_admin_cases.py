@@ -1,0 +1,113 @@
+"""awa-beat's schedules in a real Django project's admin, on a throw-away PostgreSQL
+database, through Django's test client.
+
+Run by tests/integration/test_django_admin.py in a pytest of its own: Django takes one
+configuration per process, and the import tests configure theirs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from awa_beat.store import Store, connect
+from awa_beat.testing import TempDatabases
+
+pytestmark = pytest.mark.integration
+django = pytest.importorskip("django")
+
+CHANGELIST = "/admin/awa_beat/schedule/"
+
+
+def row(name: str, cron_expr: str) -> dict[str, Any]:
+    return {"name": name, "cron_expr": cron_expr, "timezone": "Europe/Paris",
+            "kind": f"t.{name}", "queue": "default", "args": {"args": [], "kwargs": {}},
+            "priority": 2, "max_attempts": 25, "tags": [], "metadata": {},
+            "missed_fire_policy": "coalesce"}
+
+
+@pytest.fixture(scope="module")
+def project(databases: TempDatabases) -> Iterator[str]:
+    url = databases.fresh("standalone")
+    with Store(url) as store:
+        store.sync([row("nightly", "0 2 * * *"), row("ticker", "*/10 * * * * *")],
+                   deployment="proj")
+    os.environ["AWA_BEAT_DJANGO_TEST_URL"] = url
+    os.environ["DJANGO_SETTINGS_MODULE"] = "tests.django_settings"
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connections
+
+    call_command("migrate", verbosity=0)
+    from django.contrib.auth.models import User
+
+    User.objects.create_superuser("root", "root@example.invalid", "pw")
+    User.objects.create_user("visitor", "v@example.invalid", "pw")
+    yield url
+    from awa_beat.contrib.django.operations import close
+
+    close()
+    connections.close_all()
+
+
+@pytest.fixture
+def client(project: str) -> Any:
+    from django.test import Client
+
+    c = Client()
+    c.login(username="root", password="pw")
+    return c
+
+
+def test_the_app_has_no_migration_of_its_own(project: str) -> None:
+    from django.apps import apps
+    from django.db.migrations.loader import MigrationLoader
+
+    assert "awa_beat" not in MigrationLoader(None, ignore_no_migrations=True).migrated_apps
+    assert all(not m._meta.managed for m in apps.get_app_config("awa_beat").get_models())
+
+
+def test_the_changelist_shows_the_schedules(client: Any) -> None:
+    page = client.get(CHANGELIST)
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "nightly" in text and "ticker" in text
+    assert "every 10 seconds" in text and "at 02:00, every day" in text
+    assert "proj" in text  # owner
+
+
+def test_the_pause_action_pauses_in_the_database(client: Any, project: str) -> None:
+    page = client.post(CHANGELIST, {"action": "pause", "_selected_action": ["nightly"]},
+                       follow=True)
+    assert page.status_code == 200 and "Paused 1 schedule(s)." in page.content.decode()
+    with connect(project) as conn:
+        assert conn.execute("SELECT paused_by FROM awa.cron_jobs WHERE name = 'nightly'"
+                            ).fetchone() == ("root (Django admin)",)
+        assert conn.execute("SELECT actor, source, action, outcome FROM awa_beat.audit_log "
+                            "ORDER BY id DESC LIMIT 1").fetchone() == (
+            "root", "django", "pause", "ok")
+    client.post(CHANGELIST, {"action": "resume", "_selected_action": ["nightly"]})
+    with connect(project) as conn:
+        assert conn.execute("SELECT paused_at FROM awa.cron_jobs WHERE name = 'nightly'"
+                            ).fetchone() == (None,)
+        count = "SELECT count(*) FROM awa.jobs WHERE metadata ->> 'cron_name' = 'ticker'"
+        (before,) = conn.execute(count).fetchone()
+        client.post(CHANGELIST, {"action": "trigger", "_selected_action": ["ticker"]})
+        assert conn.execute(count).fetchone() == (before + 1,)
+
+
+def test_non_staff_are_refused(project: str) -> None:
+    from django.test import Client
+
+    visitor = Client()
+    visitor.login(username="visitor", password="pw")
+    page = visitor.get(CHANGELIST)
+    assert page.status_code == 302 and "/admin/login/" in page["Location"]
+    refused = visitor.post(CHANGELIST, {"action": "pause", "_selected_action": ["ticker"]})
+    assert refused.status_code == 302
+    with connect(project) as conn:
+        assert conn.execute("SELECT paused_at FROM awa.cron_jobs WHERE name = 'ticker'"
+                            ).fetchone() == (None,)
