@@ -141,8 +141,15 @@ class Scheduler(beat.Scheduler):
 
     def metrics_sources(self) -> dict[str, Any]:
         """Keyword arguments of :class:`awa_beat.metrics.BeatCollector`: the pluggable
-        sources (``overdue``, ``outcomes``). None here: the engine's own view."""
-        return {}
+        sources (``overdue``, ``outcomes``). Here both come from the workers' reports
+        (docs/outcomes.md), read on a thread at most every ``REPORT_TTL`` seconds while
+        the endpoint is scraped; a subclass may return others."""
+        from .metrics import REPORT_TTL, cached, run_report_sources
+        from .operations import Operations
+
+        assert self.node is not None
+        return run_report_sources(cached(Operations(self.node.store).run_report, REPORT_TTL,
+                                         "run-report"), self.node)
 
     def _outbox(self, store: Any) -> Any:
         from .bridge import Bridge, Dispatcher

@@ -29,7 +29,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -59,6 +59,9 @@ OVERDUE_AFTER = 60.0
 CENSUS_TTL = 5.0
 #: Seconds the database's figures are reused before the next scrape asks for new ones.
 DATABASE_TTL = 15.0
+#: Seconds the workers' reports (overdue schedules, last run outcomes) are reused: one
+#: read walks every schedule, so it is kept rarer than the other figures.
+REPORT_TTL = 60.0
 #: Longest the first scrape waits for the first read of the database's figures.
 FIRST_READ_WAIT = 0.5
 
@@ -375,6 +378,27 @@ def registry_for(node: BeatNode, **sources: Any) -> tuple[CollectorRegistry, Bea
     collector = BeatCollector(node, **sources)
     registry.register(collector)
     return registry, collector
+
+
+def run_report_sources(report: Callable[[], tuple[Sequence[Any], Mapping[str, str]] | None],
+                       node: BeatNode) -> dict[str, Any]:
+    """``overdue`` and ``outcomes`` sources from one cached
+    :meth:`~awa_beat.operations.Operations.run_report`: the overdue count, and each
+    schedule's last reported run outcome, else beat's own outcome of its last fire."""
+
+    def overdue() -> int | None:
+        got = report()
+        return None if got is None else len(got[0])
+
+    def outcomes(names: Collection[str]) -> Mapping[str, str]:
+        got = report()
+        engine = node.engine
+        own = engine.stats.outcomes if engine is not None else {}
+        reported = got[1] if got is not None else {}
+        return {n: o for n in names
+                if (o := reported.get(n) or own.get(n)) is not None}
+
+    return {"overdue": overdue, "outcomes": outcomes}
 
 
 def cached(fetch: Callable[[], T], ttl: float, name: str) -> Callable[[], T | None]:

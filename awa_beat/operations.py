@@ -618,9 +618,17 @@ class Operations:
 
     def overdue(self) -> list[Overdue]:
         """Every overdue schedule, by name (see :func:`overdue_reasons`)."""
+        return self.run_report()[0]
+
+    def run_report(self) -> tuple[list[Overdue], dict[str, str]]:
+        """The overdue schedules, and the outcome of each schedule's latest reported run
+        (by name; schedules with none are left out), from one read."""
         now = self.clock()
         found = []
+        last: dict[str, str] = {}
         for r in self.store.overdue_candidates(DEFAULT_MAX_RUNTIME):
+            if r["last_outcome"] is not None:
+                last[r["name"]] = r["last_outcome"]
             reasons = overdue_reasons(
                 cron_expr=r["cron_expr"], timezone_name=r["timezone"],
                 policy=r["missed_fire_policy"], cursor=r["last_enqueued_at"],
@@ -631,7 +639,7 @@ class Operations:
             if reasons:
                 found.append(Overdue(r["name"], tuple(reasons), r["last_enqueued_at"],
                                      r["last_outcome"]))
-        return found
+        return found, last
 
     def upcoming(self, row: ScheduleRow, now: datetime | None = None,
                  count: int = 10) -> list[UpcomingFire]:

@@ -177,3 +177,24 @@ def test_history_status_and_doctor_commands_show_occurrences_and_overdue(store: 
     doctor = cli("doctor")
     assert doctor.exit_code == 1 and "1 overdue schedule(s)" in doctor.output
     assert "nightly: " in doctor.output
+
+
+def test_metrics_sources_report_overdue_and_the_workers_outcomes(store: Store) -> None:
+    from types import SimpleNamespace
+
+    from awa_beat.metrics import run_report_sources
+
+    register(store, "ok")
+    register(store, "failing")
+    fired = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=1)
+    with connect(store.conninfo) as c:
+        c.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s", (fired,))
+    finish(store, "failing", fired, "failed")
+    finish(store, "ok", fired)
+    engine = SimpleNamespace(stats=SimpleNamespace(outcomes={"ok": "fired", "other": "fired"}))
+    ops = Operations(store, clock=lambda: fired + timedelta(seconds=45))
+    sources = run_report_sources(ops.run_report, SimpleNamespace(engine=engine))
+    assert sources["overdue"]() == 1
+    # The workers' word first; beat's own outcome of its last fire where there is none.
+    assert sources["outcomes"](["ok", "failing", "other", "absent"]) == {
+        "ok": "succeeded", "failing": "failed", "other": "fired"}
