@@ -93,8 +93,12 @@ DROP DATABASE IF EXISTS {name};
 -- Additive sync of a whole schedule in one round trip (one array per column; JSON
 -- values arrive as text). New rows get their cursor
 -- set to the second they were registered, so neither awa-beat nor Awa fires a time
--- from before the schedule existed. Existing rows keep last_enqueued_at, created_at
--- and the pause; a row is only rewritten (and updated_at bumped) when its
+-- from before the schedule existed. Existing rows keep created_at and the pause, and
+-- keep last_enqueued_at (a catch_up backlog survives a redeploy) unless the calendar
+-- (expression or zone) changed: then the cursor moves forward to the second of the
+-- change, as upsert_runtime_schedules does, since times missed under the old calendar
+-- mean nothing under the new one and must not fire. A row is only rewritten (and
+-- updated_at bumped) when its
 -- definition changed, so watchers of updated_at see real changes only. A row written
 -- at run time (owner 'runtime', see upsert_runtime_schedules) is never overwritten:
 -- beat reports the clash at start-up (runtime_owned_names) and leaves the row alone.
@@ -121,7 +125,13 @@ WITH input AS (
            kind = EXCLUDED.kind, queue = EXCLUDED.queue, args = EXCLUDED.args,
            priority = EXCLUDED.priority, max_attempts = EXCLUDED.max_attempts,
            tags = EXCLUDED.tags, metadata = EXCLUDED.metadata,
-           missed_fire_policy = EXCLUDED.missed_fire_policy, updated_at = now()
+           missed_fire_policy = EXCLUDED.missed_fire_policy,
+           last_enqueued_at = CASE
+               WHEN (c.cron_expr, c.timezone) IS DISTINCT FROM
+                    (EXCLUDED.cron_expr, EXCLUDED.timezone)
+               THEN GREATEST(c.last_enqueued_at, EXCLUDED.last_enqueued_at)
+               ELSE c.last_enqueued_at END,
+           updated_at = now()
      WHERE (c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
             c.tags, c.metadata, c.missed_fire_policy)
            IS DISTINCT FROM
