@@ -369,6 +369,7 @@ class MemoryLeadership:
     """
 
     listening = False
+    subscribed = False
 
     def __init__(self, lock: MemoryLock, identity: str,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
