@@ -500,7 +500,10 @@ SELECT clock_timestamp() AS now;
 -- registered (as a sync does), and are paused when a reason is given. Existing rows get
 -- their definition as a sync would and their cursor moved forward only,
 -- GREATEST(stored, imported): moving it back would fire again what already ran. Their
--- pause is left alone. Rows with and without a known cursor go through two upserts on
+-- pause is left alone. A row written at run time (owner 'runtime') is left alone, its
+-- definition and owner both, unless %(force)s: then it becomes the deployment's
+-- configuration again. The importer's plan refuses such names first; this guard covers
+-- a runtime write between the plan's read and this statement. Rows with and without a known cursor go through two upserts on
 -- disjoint names, so neither needs a per-row lookup. One row comes back per input row:
 -- whether it was inserted, whether its definition changed, its cursor before and after.
 WITH input AS (
@@ -547,6 +550,8 @@ WITH input AS (
             EXCLUDED.args, EXCLUDED.priority, EXCLUDED.max_attempts, EXCLUDED.tags,
             EXCLUDED.metadata, EXCLUDED.missed_fire_policy,
             GREATEST(c.last_enqueued_at, EXCLUDED.last_enqueued_at))
+       AND (%(force)s::boolean OR NOT EXISTS (SELECT FROM awa_beat.schedules o
+                                               WHERE o.name = c.name AND o.owner = 'runtime'))
     RETURNING c.name, (xmax = 0) AS inserted, c.last_enqueued_at
 ), without_cursor AS (
     INSERT INTO awa.cron_jobs AS c (
@@ -568,12 +573,15 @@ WITH input AS (
            (EXCLUDED.cron_expr, EXCLUDED.timezone, EXCLUDED.kind, EXCLUDED.queue,
             EXCLUDED.args, EXCLUDED.priority, EXCLUDED.max_attempts, EXCLUDED.tags,
             EXCLUDED.metadata, EXCLUDED.missed_fire_policy)
+       AND (%(force)s::boolean OR NOT EXISTS (SELECT FROM awa_beat.schedules o
+                                               WHERE o.name = c.name AND o.owner = 'runtime'))
     RETURNING c.name, (xmax = 0) AS inserted, c.last_enqueued_at
 ), owned AS (
     INSERT INTO awa_beat.schedules AS s (name, deployment)
     SELECT name, %(deployment)s FROM input
-    ON CONFLICT (name) DO UPDATE SET deployment = EXCLUDED.deployment
-     WHERE s.deployment IS DISTINCT FROM EXCLUDED.deployment
+    ON CONFLICT (name) DO UPDATE SET deployment = EXCLUDED.deployment, owner = 'config'
+     WHERE (s.deployment, s.owner) IS DISTINCT FROM (EXCLUDED.deployment, 'config')
+       AND (%(force)s::boolean OR s.owner = 'config')
 ), written AS (
     SELECT * FROM with_cursor UNION ALL SELECT * FROM without_cursor
 )
