@@ -184,6 +184,11 @@ class Engine:
 
     # -- loading -----------------------------------------------------------------------------
 
+    def state(self, name: str) -> CronState | None:
+        """The row ``name`` as this engine last read it (None: not in its view)."""
+        entry = self._entries.get(name)
+        return entry.row if entry is not None else None
+
     @property
     def loaded(self) -> bool:
         """Whether every row has been read once."""

@@ -14,6 +14,8 @@ States and steps::
 * A leader may :meth:`Leadership.listen` on the same connection and sleep in
   :meth:`Leadership.wait` until a notification or a timeout, so that it needs no
   wake-up to notice changes; a connection that fails there ends leadership too.
+  A follower may do the same between its elections (the connection is open anyway),
+  so that its warm view follows changes as they commit.
 
 The lock only keeps standbys idle. Correctness never rests on it: every fire is a
 compare-and-swap on the schedule's cursor, so even two beats that both believe they
@@ -119,17 +121,34 @@ class Leadership:
 
     @property
     def listening(self) -> bool:
+        """Whether this leader wakes on notifications."""
         return self._channel is not None and self.is_leader
+
+    @property
+    def subscribed(self) -> bool:
+        """Whether the lock's session LISTENs, leading or not."""
+        return self._channel is not None and self._conn is not None
 
     def listen(self, channel: str) -> bool:
         """LISTEN on the lock's session, so :meth:`wait` wakes on ``channel``'s
-        notifications; False (and the caller should poll) if that failed."""
-        if not self.is_leader or self._conn is None:
-            return False
+        notifications; False (and the caller should poll) if that failed. A follower
+        opens the session if need be; it keeps the LISTEN when it wins."""
+        if self.subscribed and self._channel == channel:
+            return True
         try:
-            self._conn.execute(psycopg.sql.SQL(queries["listen"]).format(
+            conn = self.connection() if not self.is_leader else self._conn
+            if conn is None:
+                return False
+            conn.execute(psycopg.sql.SQL(queries["listen"]).format(
                 channel=psycopg.sql.Identifier(channel)))
+        except StoreError as exc:  # a follower could not open the session
+            logger.debug("beat: cannot LISTEN on %s yet: %s", channel, first_line(exc))
+            return False
         except psycopg.Error as exc:
+            if not self.is_leader:
+                self._drop_connection()
+                logger.debug("beat: cannot LISTEN on %s yet: %s", channel, first_line(exc))
+                return False
             event(logger, logging.WARNING, "leader.listen_failed",
                   "beat: cannot LISTEN on %s, polling instead: %s", channel,
                   first_line(exc), error=first_line(exc))
@@ -145,7 +164,7 @@ class Leadership:
         kept by psycopg and are returned at once.
         """
         conn = self._conn
-        if not self.listening or conn is None:
+        if not self.subscribed or conn is None:
             return set()
         deadline = time.monotonic() + timeout
         try:
@@ -162,6 +181,12 @@ class Leadership:
                     selector.register(conn.fileno(), selectors.EVENT_READ)
                     selector.select(remaining)
         except psycopg.Error as exc:
+            if not self.is_leader:
+                # A follower's session: the next election opens another, and the node
+                # listens again on it.
+                logger.debug("beat: standby's lock session failed: %s", first_line(exc))
+                self._drop_connection()
+                return set()
             event(logger, logging.WARNING, "leader.lost",
                   "beat: %s lost leadership (lock key %s): connection failed: %s",
                   self.identity, self.lock_key, first_line(exc), identity=self.identity,
@@ -215,6 +240,7 @@ class Leadership:
         return self._conn
 
     def _drop_connection(self) -> None:
+        self._channel = None  # a LISTEN ends with its session
         if self._conn is not None:
             with contextlib.suppress(psycopg.Error):
                 self._conn.close()

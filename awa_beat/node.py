@@ -196,6 +196,8 @@ class LeadershipLike(Protocol):
     def is_leader(self) -> bool: ...
     @property
     def listening(self) -> bool: ...
+    @property
+    def subscribed(self) -> bool: ...
     def connection(self) -> Any: ...
     def try_acquire(self) -> bool: ...
     def ping(self) -> bool: ...
@@ -455,7 +457,7 @@ class BeatNode:
             # Not at the first tick: a first election loads the view if it wins.
             self._warm_standby(now)
         if not election.due(now):
-            return election.left(now)
+            return self._standby_wait(now)
         # Jitter, so that standbys started together do not try in lockstep.
         election.set(now, self.settings.election_interval * random.uniform(0.8, 1.2))
         self._elected_once = True
@@ -596,13 +598,45 @@ class BeatNode:
 
     def _warm_standby(self, now: float) -> None:
         """Keep a standby's view of the table current, so that taking over costs one
-        refresh, not a full load of every row."""
-        assert self.engine is not None
+        refresh, not a full load of every row, and so that the view of every replica
+        follows a change at once: LISTEN on the lock's session where the schema
+        notifies (a refresh follows each change, in :meth:`_standby_wait`), with a
+        refresh every STANDBY_REFRESH_INTERVAL as the backstop for a notification lost
+        with its connection, and the only means where Awa owns the tables."""
+        assert self.engine is not None and self.store is not None
+        assert self.leadership is not None
+        channel = self.store.change_channel
+        if (self._may_block and channel is not None and not self.leadership.subscribed
+                and self.leadership.listen(channel)):
+            # A change may have committed between the last refresh and the LISTEN.
+            self.timers.standby_refresh.expire()
         if not self.timers.standby_refresh.due(now):
             return
         self.timers.standby_refresh.set(now, STANDBY_REFRESH_INTERVAL)
         with contextlib.suppress(StoreError):  # the election reports database trouble
             self.engine.refresh()
+
+    def _standby_wait(self, now: float) -> float:
+        """Until the next election: the seconds to sleep, or sleep here on the lock's
+        session (then 0) and refresh the view on a change to the table, so that it
+        never lags the leader's by more than a notification's delivery."""
+        assert self.store is not None and self.leadership is not None
+        assert self.engine is not None
+        timers = self.timers
+        if not self.leadership.subscribed:
+            return timers.election.left(now)
+        wait = min(timers.election.left(now), timers.standby_refresh.left(now))
+        if self._elected_once:  # no heartbeat is written before the first election
+            wait = min(wait, timers.heartbeat.left(now))
+        # Our own writes are passed over (a standby writes only its heartbeat); the
+        # leader's fires notify too, and the refresh picks up their cursors.
+        payloads = self.leadership.wait(max(0.0, wait))
+        if any(table == "cron_jobs" and origin != self.store.origin
+               for table, _, origin in (p.partition(" ") for p in payloads)):
+            timers.standby_refresh.set(self._monotonic(), STANDBY_REFRESH_INTERVAL)
+            with contextlib.suppress(StoreError):  # the election reports it
+                self.engine.refresh()
+        return 0.0
 
     def _heartbeat(self, now: float) -> None:
         """Tell `awa-beat status` who runs, every HEARTBEAT_INTERVAL; never fatal."""

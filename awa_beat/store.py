@@ -454,19 +454,20 @@ class Store:
 
     def import_schedules(self, rows: Sequence[dict[str, Any]],
                          cursors: Sequence[datetime | None], paused_by: Sequence[str | None],
-                         *, deployment: str) -> list[dict[str, Any]]:
+                         *, deployment: str, force: bool = False) -> list[dict[str, Any]]:
         """Upsert imported schedule rows (``awa-beat import``) in one round trip.
 
         As :meth:`sync`, plus each row's cursor from the old scheduler (``None``: unknown)
         and pause reason (``None``: active). New rows start at that cursor (else now) and
         are paused when a reason is given; existing rows get the new definition and their
         cursor only ever moves forward; their pause is left alone. One dict per row, by
-        name: ``name, inserted, changed, cursor_before, cursor_after``.
+        name: ``name, inserted, changed, cursor_before, cursor_after``. A row written at
+        run time is left alone unless ``force``, which makes it configuration again.
         """
         if not rows:
             return []
         params = {**sync_params(rows, deployment), "cursors": list(cursors),
-                  "paused_by": list(paused_by)}
+                  "paused_by": list(paused_by), "force": force}
         with self._conn() as conn, wrap_errors("importing schedules"):
             cur = conn.cursor(row_factory=dict_row)
             return cur.execute(queries["import_schedules"], params).fetchall()

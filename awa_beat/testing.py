@@ -403,6 +403,7 @@ class MemoryLeadership:
     """
 
     listening = False
+    subscribed = False
 
     def __init__(self, lock: MemoryLock, identity: str,
                  monotonic: Callable[[], float] = time.monotonic) -> None:

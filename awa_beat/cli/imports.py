@@ -34,12 +34,15 @@ from .format import fmt, table
               help="Deployment the rows belong to (default: as beat's: awa_beat_deployment, "
                    "else the app's name, else 'default').")
 @click.option("--dry-run", is_flag=True, help="Print what would change and write nothing.")
+@click.option("--force", is_flag=True,
+              help="Overwrite schedules written at run time too (the Python API, "
+                   "`awa-beat add`); without it they are listed as not carried over.")
 @json_option
 @friendly_errors
 def import_(database_url: str | None, app_spec: str | None, from_django: str | None,
             from_redbeat: str | None, key_prefix: str, from_file: str | None,
             zone: str | None, dispatch: str | None, deployment: str | None, dry_run: bool,
-            as_json: bool) -> None:
+            force: bool, as_json: bool) -> None:
     """Move an existing Celery schedule into awa-beat: no double and no missed run.
 
     From the app's beat_schedule (-A alone), django-celery-beat's tables, RedBeat, or a
@@ -63,7 +66,7 @@ def import_(database_url: str | None, app_spec: str | None, from_django: str | N
     done = run_import(ImportOptions(
         app=app, from_django=from_django, from_redbeat=from_redbeat, key_prefix=key_prefix,
         from_file=from_file, timezone=zone, dispatch=dispatch, deployment=deployment,
-        database_url=database_url, dry_run=dry_run), lambda url: open_store(url, app))
+        database_url=database_url, dry_run=dry_run, force=force), lambda url: open_store(url, app))
     plan, written = done.plan, done.written
     if as_json:
         click.echo(json.dumps(done.to_json(), indent=2))

@@ -57,17 +57,29 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
+def runtime_owned(name: str) -> NotCarried:
+    return NotCarried(name, "written at run time (the Python API or `awa-beat add`): the "
+                      "import leaves the stored row as it is; --force to overwrite it, "
+                      "and make it this deployment's configuration again")
+
+
 def plan(results: Sequence[Result], existing: Mapping[str, Any], deployment: str, *,
-         now: datetime | None = None) -> Plan:
+         now: datetime | None = None, force: bool = False) -> Plan:
     """Compare ``results`` with the stored rows (``ScheduleRow`` by name).
 
     With ``now``, a cursor in the future (the old scheduler's clock was ahead) gets a note:
-    it is kept as it is, since moving it back could fire a run twice.
+    it is kept as it is, since moving it back could fire a run twice. A stored row
+    written at run time (owner 'runtime') is not carried over unless ``force``: the
+    application that wrote it owns its definition, as beat's own sync respects.
     """
     out = Plan()
     for result in results:
         if isinstance(result, NotCarried):
             out.not_carried.append(result)
+            continue
+        stored = existing.get(result.name)
+        if not force and stored is not None and stored.owner == "runtime":
+            out.not_carried.append(runtime_owned(result.name))
             continue
         if now is not None and result.cursor is not None and result.cursor > now:
             out.notes.append(f"{result.name}: its last run, {iso(result.cursor)}, is in the "

@@ -49,6 +49,8 @@ class ImportOptions:
     deployment: str | None = None
     database_url: str | None = None
     dry_run: bool = False
+    force: bool = False
+    """Overwrite rows written at run time too (they become configuration again)."""
 
 
 @dataclass(frozen=True)
@@ -102,11 +104,14 @@ def run_import(options: ImportOptions, open_store: Callable[[str | None], Store]
             notes.append(SCHEMA_NOT_SET_UP)
         if (options.from_django or options.from_redbeat) and imported:
             notes.append(NOT_IN_BEAT_SCHEDULE)
-        the_plan = plan(results, existing, deployment, now=datetime.now(timezone.utc))
+        the_plan = plan(results, existing, deployment, now=datetime.now(timezone.utc),
+                        force=options.force)
         the_plan.notes[:0] = notes
+        left_out = {r.name for r in the_plan.not_carried}
+        imported = [r for r in imported if r.name not in left_out]
         outcome = None if options.dry_run or not imported else store.import_schedules(
             [r.spec.row(deployment) for r in imported], [r.cursor for r in imported],
-            [r.paused_by for r in imported], deployment=deployment)
+            [r.paused_by for r in imported], deployment=deployment, force=options.force)
     return ImportOutcome(source, deployment, options.dry_run, the_plan, len(imported),
                          None if options.dry_run else written(outcome or []))
 

@@ -93,8 +93,12 @@ DROP DATABASE IF EXISTS {name};
 -- Additive sync of a whole schedule in one round trip (one array per column; JSON
 -- values arrive as text). New rows get their cursor
 -- set to the second they were registered, so neither awa-beat nor Awa fires a time
--- from before the schedule existed. Existing rows keep last_enqueued_at, created_at
--- and the pause; a row is only rewritten (and updated_at bumped) when its
+-- from before the schedule existed. Existing rows keep created_at and the pause, and
+-- keep last_enqueued_at (a catch_up backlog survives a redeploy) unless the calendar
+-- (expression or zone) changed: then the cursor moves forward to the second of the
+-- change, as upsert_runtime_schedules does, since times missed under the old calendar
+-- mean nothing under the new one and must not fire. A row is only rewritten (and
+-- updated_at bumped) when its
 -- definition changed, so watchers of updated_at see real changes only. A row written
 -- at run time (owner 'runtime', see upsert_runtime_schedules) is never overwritten:
 -- beat reports the clash at start-up (runtime_owned_names) and leaves the row alone.
@@ -121,7 +125,13 @@ WITH input AS (
            kind = EXCLUDED.kind, queue = EXCLUDED.queue, args = EXCLUDED.args,
            priority = EXCLUDED.priority, max_attempts = EXCLUDED.max_attempts,
            tags = EXCLUDED.tags, metadata = EXCLUDED.metadata,
-           missed_fire_policy = EXCLUDED.missed_fire_policy, updated_at = now()
+           missed_fire_policy = EXCLUDED.missed_fire_policy,
+           last_enqueued_at = CASE
+               WHEN (c.cron_expr, c.timezone) IS DISTINCT FROM
+                    (EXCLUDED.cron_expr, EXCLUDED.timezone)
+               THEN GREATEST(c.last_enqueued_at, EXCLUDED.last_enqueued_at)
+               ELSE c.last_enqueued_at END,
+           updated_at = now()
      WHERE (c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
             c.tags, c.metadata, c.missed_fire_policy)
            IS DISTINCT FROM
@@ -651,7 +661,10 @@ SELECT clock_timestamp() AS now;
 -- registered (as a sync does), and are paused when a reason is given. Existing rows get
 -- their definition as a sync would and their cursor moved forward only,
 -- GREATEST(stored, imported): moving it back would fire again what already ran. Their
--- pause is left alone. Rows with and without a known cursor go through two upserts on
+-- pause is left alone. A row written at run time (owner 'runtime') is left alone, its
+-- definition and owner both, unless %(force)s: then it becomes the deployment's
+-- configuration again. The importer's plan refuses such names first; this guard covers
+-- a runtime write between the plan's read and this statement. Rows with and without a known cursor go through two upserts on
 -- disjoint names, so neither needs a per-row lookup. One row comes back per input row:
 -- whether it was inserted, whether its definition changed, its cursor before and after.
 WITH input AS (
@@ -698,6 +711,8 @@ WITH input AS (
             EXCLUDED.args, EXCLUDED.priority, EXCLUDED.max_attempts, EXCLUDED.tags,
             EXCLUDED.metadata, EXCLUDED.missed_fire_policy,
             GREATEST(c.last_enqueued_at, EXCLUDED.last_enqueued_at))
+       AND (%(force)s::boolean OR NOT EXISTS (SELECT FROM awa_beat.schedules o
+                                               WHERE o.name = c.name AND o.owner = 'runtime'))
     RETURNING c.name, (xmax = 0) AS inserted, c.last_enqueued_at
 ), without_cursor AS (
     INSERT INTO awa.cron_jobs AS c (
@@ -719,12 +734,15 @@ WITH input AS (
            (EXCLUDED.cron_expr, EXCLUDED.timezone, EXCLUDED.kind, EXCLUDED.queue,
             EXCLUDED.args, EXCLUDED.priority, EXCLUDED.max_attempts, EXCLUDED.tags,
             EXCLUDED.metadata, EXCLUDED.missed_fire_policy)
+       AND (%(force)s::boolean OR NOT EXISTS (SELECT FROM awa_beat.schedules o
+                                               WHERE o.name = c.name AND o.owner = 'runtime'))
     RETURNING c.name, (xmax = 0) AS inserted, c.last_enqueued_at
 ), owned AS (
     INSERT INTO awa_beat.schedules AS s (name, deployment)
     SELECT name, %(deployment)s FROM input
-    ON CONFLICT (name) DO UPDATE SET deployment = EXCLUDED.deployment
-     WHERE s.deployment IS DISTINCT FROM EXCLUDED.deployment
+    ON CONFLICT (name) DO UPDATE SET deployment = EXCLUDED.deployment, owner = 'config'
+     WHERE (s.deployment, s.owner) IS DISTINCT FROM (EXCLUDED.deployment, 'config')
+       AND (%(force)s::boolean OR s.owner = 'config')
 ), written AS (
     SELECT * FROM with_cursor UNION ALL SELECT * FROM without_cursor
 )

@@ -73,13 +73,18 @@ def test_resync_is_additive_and_keeps_cursor_pause_and_created_at(store: Store, 
     set_cursor(conn, "a", T0)
     store.pause("a", by="oncall")
     first = store.get("a")
-    result = store.sync([row("a", cron_expr="*/5 * * * *")], deployment="proj")
+    # Not the calendar: a change of it moves the cursor (tests/integration/test_sync_cursor.py).
+    result = store.sync([row("a", kind="app.tasks.tock")], deployment="proj")
     assert (result.inserted, result.updated, result.unchanged) == (0, 1, 0)
     after = store.get("a")
-    assert after.cron_expr == "*/5 * * * *"
+    assert after.kind == "app.tasks.tock"
     assert after.last_enqueued_at == T0
     assert after.paused_at == first.paused_at and after.paused_by == "oncall"
     assert after.created_at == first.created_at
+    changed = store.sync([row("a", kind="app.tasks.tock", cron_expr="*/5 * * * *")],
+                         deployment="proj")
+    assert changed.updated == 1 and store.get("a").last_enqueued_at > T0
+    assert store.get("a").paused_by == "oncall"
     assert {r.name for r in store.schedules()} == {"a", "b"}  # b not deleted
 
 
