@@ -27,7 +27,7 @@ import re
 import weakref
 import zoneinfo
 from bisect import bisect_left, bisect_right
-from datetime import date, datetime
+from datetime import date, datetime, timedelta, timezone
 from functools import lru_cache
 from pathlib import Path
 
@@ -629,3 +629,19 @@ def load_timezone(name: str) -> zoneinfo.ZoneInfo:
 def local_seconds(y: int, mo: int, d: int, h: int, mi: int, s: int) -> int:
     """Seconds from 1970-01-01 00:00:00 to the given wall-clock time, ignoring any zone."""
     return (date(y, mo, d).toordinal() - _ORDINAL_1970) * 86400 + h * 3600 + mi * 60 + s
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_ONE_SECOND = timedelta(seconds=1)
+
+
+def epoch_seconds(t: datetime) -> int:
+    """Whole seconds since the Unix epoch, rounded down (croner drops sub-seconds)."""
+    if t.tzinfo is None or t.utcoffset() is None:
+        raise ValueError(f"an aware datetime is required, got naive {t!r}")
+    return (t - _EPOCH) // _ONE_SECOND
+
+
+def from_epoch(seconds: int) -> datetime:
+    """The UTC instant ``seconds`` after the Unix epoch."""
+    return datetime.fromtimestamp(seconds, timezone.utc)

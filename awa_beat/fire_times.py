@@ -29,6 +29,7 @@ from functools import lru_cache
 from typing import Protocol, runtime_checkable
 
 from awa_beat.cron import CronExpression, load_timezone, local_seconds
+from awa_beat.cron import epoch_seconds as _epoch_seconds
 from awa_beat.errors import InvalidCronExpression
 from awa_beat.markers import is_marker, parse_marker
 
@@ -105,17 +106,6 @@ class Calendar(Protocol):
         """The next fire at or after ``start`` (after, if not ``inclusive``), in UTC, or
         ``None`` when there is none. Sub-seconds of ``start`` are ignored."""
         ...
-
-
-def _epoch_seconds(t: datetime) -> int:
-    """Whole seconds since the Unix epoch, rounded down (croner drops sub-seconds)."""
-    if t.tzinfo is None or t.utcoffset() is None:
-        raise ValueError(f"an aware datetime is required, got naive {t!r}")
-    return (t - _EPOCH) // _SECOND
-
-
-def _from_epoch(seconds: int) -> datetime:
-    return datetime.fromtimestamp(seconds, _UTC)
 
 
 def _fields(local: int) -> tuple[int, int, int, int, int, int]:

@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from .cron import epoch_seconds as _epoch
+from .cron import from_epoch as _from_epoch
 from .errors import InvalidCronExpression, ScheduleError
 
 UTC = timezone.utc
@@ -86,16 +88,6 @@ def _parse_instant(text: str) -> datetime:
     except ValueError:
         raise InvalidCronExpression(f"{text!r} is not an instant like 2027-01-01T09:00:00Z"
                                     ) from None
-
-
-def _epoch(t: datetime) -> int:
-    if t.tzinfo is None or t.utcoffset() is None:
-        raise ValueError(f"an aware datetime is required, got naive {t!r}")
-    return (t - _EPOCH) // _SECOND
-
-
-def _from_epoch(seconds: int) -> datetime:
-    return datetime.fromtimestamp(seconds, UTC)
 
 
 # -- bounds ----------------------------------------------------------------------------------
