@@ -12,7 +12,7 @@ import dataclasses
 import json
 import re
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any, TypeVar
 
 import click
@@ -20,6 +20,7 @@ import click
 from ..calendars import at
 from ..cron import load_timezone
 from ..errors import ScheduleError
+from ..fire_times import parse_iso
 from .context import database_url_option, friendly_errors, json_option, operations
 from .format import fmt, schedule_json
 
@@ -44,7 +45,7 @@ def parse_at(text: str, zone: str | None = None) -> at:
     """An ISO 8601 instant (``2026-12-24T09:00+01:00``); one without a UTC offset is read
     in ``zone`` (``--tz``), and refused without one."""
     try:
-        instant = datetime.fromisoformat(text.strip())
+        instant = parse_iso(text.strip())
     except ValueError:
         raise ScheduleError(f"--at {text!r}: give an ISO 8601 instant, e.g. "
                             "2026-12-24T09:00+01:00") from None

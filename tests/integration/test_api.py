@@ -26,6 +26,7 @@ from awa_beat.errors import (
     ScheduleOwned,
     ValidationError,
 )
+from awa_beat.fire_times import parse_iso
 from awa_beat.operations import Operations
 from awa_beat.spec import specs_from_beat_schedule
 from awa_beat.store import Store
@@ -290,7 +291,7 @@ def test_a_running_beat_acts_on_each_change_within_a_second(db_url: str, layout:
         s.add("other", task="t.other", schedule=1)  # a later change, to know beat saw both
         wait_for(lambda: fires(conn, "other"), within, "the fire after the removal")
         late = [t for t in fires(conn, "every-second")[last:]
-                if datetime.fromisoformat(t) > removed_at + timedelta(seconds=1)]
+                if parse_iso(t) > removed_at + timedelta(seconds=1)]
         assert late == []
     rows = json.loads(CliRunner().invoke(main, ["list", "--json", "--database-url",
                                                 db_url]).output)

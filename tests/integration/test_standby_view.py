@@ -14,6 +14,7 @@ import pytest
 
 from awa_beat import Schedules
 from awa_beat.config import Settings
+from awa_beat.fire_times import parse_iso
 from awa_beat.node import STANDBY_REFRESH_INTERVAL, BeatNode
 from awa_beat.testing import wait_for
 
@@ -64,7 +65,7 @@ def replicas(db_url: str) -> Iterator[tuple[Replica, Replica]]:
 
 
 def fires(conn: psycopg.Connection, name: str) -> list[datetime]:
-    return [datetime.fromisoformat(r[0]) for r in conn.execute(
+    return [parse_iso(r[0]) for r in conn.execute(
         "SELECT metadata ->> 'cron_fire_time' FROM awa.jobs "
         "WHERE metadata ->> 'cron_name' = %s ORDER BY id", (name,))]
 

@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from awa_beat.engine import Engine
+from awa_beat.fire_times import parse_iso
 from awa_beat.store import Store
 from awa_beat.testing import FakeClock
 
@@ -31,7 +32,7 @@ def cursor(conn: psycopg.Connection, name: str) -> datetime:
 
 
 def fired(conn: psycopg.Connection, name: str) -> list[datetime]:
-    return [datetime.fromisoformat(r[0]) for r in conn.execute(
+    return [parse_iso(r[0]) for r in conn.execute(
         "SELECT metadata ->> 'cron_fire_time' FROM awa.jobs"
         " WHERE metadata ->> 'cron_name' = %s ORDER BY id", (name,))]
 
