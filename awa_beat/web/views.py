@@ -4,13 +4,17 @@ audit log, whether it succeeded or not."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from ..cron import load_timezone
-from ..errors import AwaBeatError
+from ..errors import AwaBeatError, ScheduleConflict, ScheduleError, ScheduleOwned
+from ..fire_times import POLICIES, every_seconds
 from ..operations import COUNT_LIMIT, ScheduleFilter, ScheduleView
+from ..records import ScheduleRow
+from ..spec import DISPATCHES
 from . import auth
 from .app import HTTPError, Request, Response
 from .describe import describe
@@ -20,12 +24,14 @@ if TYPE_CHECKING:
 
 ROUTES: dict[tuple[str, str], View] = {}
 #: The paths that change something: refused in read-only mode.
-ACTIONS = {"/schedule/pause", "/schedule/resume", "/schedule/trigger", "/schedule/remove"}
+ACTIONS = {"/schedule/pause", "/schedule/resume", "/schedule/trigger", "/schedule/remove",
+           "/schedule/add", "/schedule/edit"}
 NOTE_LIMIT = 500
 SEARCH_LIMIT = 200
 #: What a redirect after an action may say (never text from the request).
 DONE = {"paused": "Paused.", "resumed": "Resumed.", "triggered": "Triggered: job {job}.",
-        "removed": "Removed {name}; the jobs it fired stay."}
+        "removed": "Removed {name}; the jobs it fired stay.", "added": "Added.",
+        "edited": "Saved."}
 
 
 def route(method: str, path: str) -> Callable[[View], View]:
@@ -98,10 +104,18 @@ def _filter(app: Dashboard, query: Mapping[str, str]) -> tuple[ScheduleFilter, d
             raise HTTPError(400, "state: overdue or failing, once run outcomes are known")
         names = frozenset(getattr(app.outcomes, state)())
     shown = {"q": search, "paused": paused, "owner": owner, "state": state}
+    # '~runtime' and '~none' cannot clash with a deployment's name in the select.
+    if owner == "~runtime":
+        deployment, owned_by = None, "runtime"
+    elif owner == "~none":
+        deployment, owned_by = "", None
+    elif owner:
+        deployment, owned_by = owner, "config"
+    else:
+        deployment, owned_by = None, None
     return ScheduleFilter(search=search or None,
                           paused={"yes": True, "no": False}.get(paused),
-                          owner=None if owner == "" else "" if owner == "~none" else owner,
-                          names=names), shown
+                          owner=deployment, owned_by=owned_by, names=names), shown
 
 
 @route("GET", "/schedules")
@@ -117,7 +131,7 @@ def schedules(app: Dashboard, req: Request) -> Response:
         req, "schedules.html", page=page, rows=[_row(v, page.notes, queues)
                                                 for v in page.views],
         shown=shown, deployments=app.ops.deployments(), outcomes=app.outcomes is not None,
-        count_limit=COUNT_LIMIT,
+        count_limit=COUNT_LIMIT, editor=app.editor is not None,
         next_url=req.url("/schedules", **shown, after=page.views[-1].name)
         if page.has_next and page.views else None,
         prev_url=req.url("/schedules", **shown, before=page.views[0].name)
@@ -136,7 +150,10 @@ def schedule(app: Dashboard, req: Request) -> Response:
     query = req.query
     name = required(query, "name")
     view = app.ops.get(name)
-    jobs = app.ops.history(name, 25)
+    # With outcomes known the history is the occurrences (fires with their outcome,
+    # skips, coalesces); without, the jobs alone.
+    occurrences = app.ops.occurrences(name, 25) if app.outcomes is not None else None
+    jobs = app.ops.history(name, 25) if occurrences is None else []
     done = query.get("done", "")
     job = query.get("job", "")
     message = DONE[done].format(job=int(job) if job.isdigit() else "?", name=name) \
@@ -144,8 +161,8 @@ def schedule(app: Dashboard, req: Request) -> Response:
     return app.render(
         req, "schedule.html", item=_row(view, {name: app.ops.pause_note(name) or ""},
                                         app.ops.queue_pauses([view.row.queue])),
-        upcoming=app.ops.upcoming(view.row, count=20), jobs=jobs,
-        outcomes=app.outcomes.job_outcomes(jobs) if app.outcomes else None,
+        upcoming=app.ops.upcoming(view.row, count=20), jobs=jobs, occurrences=occurrences,
+        editable=app.editor is not None and view.owner == "runtime",
         audit=app.ops.audit_log(limit=20, schedule=name), message=message)
 
 
@@ -158,7 +175,8 @@ def confirm_remove(app: Dashboard, req: Request) -> Response:
 
 @route("GET", "/cluster")
 def cluster(app: Dashboard, req: Request) -> Response:
-    return app.render(req, "cluster.html", cluster=app.ops.status())
+    return app.render(req, "cluster.html", cluster=app.ops.status(),
+                      overdue=app.ops.overdue() if app.outcomes is not None else None)
 
 
 @route("GET", "/audit")
@@ -228,6 +246,149 @@ def remove(app: Dashboard, req: Request) -> Response:
         raise HTTPError(400, "confirm: must repeat the schedule's name")
     _act(app, req, "remove", name, lambda: app.ops.remove(name))
     return Response.redirect(req.url("/schedules"))
+
+
+# -- adding and editing runtime schedules -----------------------------------------------------
+
+#: The form's fields, each a text input (``kind`` picks how ``schedule`` is read).
+FORM_FIELDS = ("task", "kind", "schedule", "args", "kwargs", "queue", "timezone", "policy",
+               "dispatch")
+KINDS = {"cron": "cron expression", "every": "every N seconds", "at": "at an instant (ISO 8601)",
+         "solar": "solar event (EVENT:LAT:LON)"}
+FIELD_LIMIT = 4000
+
+
+def form_values(row: ScheduleRow) -> dict[str, str]:
+    """The edit form of ``row``, filled in as it is stored."""
+    from ..operations import beat_entry
+
+    entry = beat_entry(row)
+    seconds = every_seconds(row.cron_expr)
+    celery = (row.metadata or {}).get("celery") or {}
+    return {"task": row.kind, "kind": "every" if seconds is not None else "cron",
+            "schedule": str(seconds) if seconds is not None else row.cron_expr,
+            "args": json.dumps(entry["args"]), "kwargs": json.dumps(entry["kwargs"]),
+            "queue": row.queue, "timezone": row.timezone, "policy": row.missed_fire_policy,
+            "dispatch": celery.get("dispatch") or ""}
+
+
+def _read_form(form: Mapping[str, str]) -> dict[str, str]:
+    values = {}
+    for field in FORM_FIELDS:
+        value = form.get(field, "").strip()
+        if len(value) > FIELD_LIMIT:
+            raise HTTPError(400, f"{field}: at most {FIELD_LIMIT} characters")
+        values[field] = value
+    if values["kind"] not in KINDS:
+        raise HTTPError(400, f"kind: one of {', '.join(KINDS)}")
+    return values
+
+
+def entry_from_form(values: Mapping[str, str], given: Mapping[str, str] | None = None
+                    ) -> dict[str, Any]:
+    """The beat_schedule entry (or, with ``given`` the form as it was shown, the changes)
+    the form says, read as `awa-beat add|edit` reads its options."""
+    from ..cli.runtime import entry_from_options
+
+    def changed(*fields: str) -> bool:
+        return given is None or any(values[f] != given.get(f, "") for f in fields)
+
+    def value(field: str) -> str | None:
+        return values[field] if values[field] and changed(field) else None
+
+    schedule = values["schedule"] if changed("kind", "schedule") else ""
+    kind = values["kind"]
+    # An instant without a UTC offset is read in the form's zone, changed or not.
+    zone = value("timezone") or (values["timezone"] or None if kind == "at" and schedule
+                                 else None)
+    return entry_from_options(
+        task=value("task"),
+        cron=schedule if kind == "cron" and schedule else None,
+        every=schedule if kind == "every" and schedule else None,
+        at_=schedule if kind == "at" and schedule else None,
+        solar=schedule if kind == "solar" and schedule else None,
+        args=value("args"), kwargs=value("kwargs"), queue=value("queue"),
+        tz=zone,
+        policy=value("policy"), dispatch=value("dispatch"))
+
+
+def _problems(exc: AwaBeatError) -> list[tuple[str, str]]:
+    from ..errors import ValidationError
+
+    if isinstance(exc, ValidationError):
+        return [(field, message) for _, field, message in exc.problems]
+    return [("", str(exc))]
+
+
+def _editor(app: Dashboard) -> Any:
+    if app.editor is None:
+        raise HTTPError(404, "this dashboard does not add or edit schedules")
+    return app.editor
+
+
+def _render_form(app: Dashboard, req: Request, *, name: str, values: Mapping[str, str],
+                 editing: bool, status: int = 200,
+                 problems: list[tuple[str, str]] | None = None) -> Response:
+    return app.render(req, "edit.html", status, name=name, values=values, editing=editing,
+                      kinds=KINDS, policies=sorted(POLICIES), dispatches=DISPATCHES,
+                      problems=problems or [])
+
+
+@route("GET", "/schedule/new")
+def new_form(app: Dashboard, req: Request) -> Response:
+    _editor(app)
+    return _render_form(app, req, name="", editing=False, values={
+        "task": "", "kind": "cron", "schedule": "", "args": "[]", "kwargs": "{}", "queue": "",
+        "timezone": "", "policy": "", "dispatch": ""})
+
+
+@route("POST", "/schedule/add")
+def add(app: Dashboard, req: Request) -> Response:
+    editor = _editor(app)
+    name = required(req.form, "name")
+    values = _read_form(req.form)
+    try:
+        entry = entry_from_form(values)
+        _act(app, req, "add", name, lambda: editor.add(name, entry, by=_paused_by(req)),
+             {"entry": {k: v for k, v in values.items() if v}})
+    except (ScheduleError, ScheduleConflict) as exc:
+        return _render_form(app, req, name=name, values=values, editing=False, status=400,
+                            problems=_problems(exc))
+    return Response.redirect(req.url("/schedule", name=name, done="added"))
+
+
+@route("GET", "/schedule/edit")
+def edit_form(app: Dashboard, req: Request) -> Response:
+    _editor(app)
+    view = app.ops.get(required(req.query, "name"))
+    if view.owner != "runtime":
+        raise HTTPError(403, _owned_text(view))
+    return _render_form(app, req, name=view.name, values=form_values(view.row), editing=True)
+
+
+def _owned_text(view: ScheduleView) -> str:
+    return (f"{view.name} is not a runtime schedule: its owner is {view.owner_text}; "
+            "change it where it is configured")
+
+
+@route("POST", "/schedule/edit")
+def edit(app: Dashboard, req: Request) -> Response:
+    editor = _editor(app)
+    name = required(req.form, "name")
+    values = _read_form(req.form)
+    view = app.ops.get(name)
+    shown = form_values(view.row)
+    try:
+        changes = entry_from_form(values, shown)
+        detail = {"changes": {k: v for k, v in values.items() if v != shown.get(k, "")}}
+        _act(app, req, "edit", name, lambda: editor.edit(name, changes, by=_paused_by(req)),
+             detail)
+    except ScheduleOwned as exc:
+        raise HTTPError(403, str(exc)) from None
+    except (ScheduleError, ScheduleConflict) as exc:
+        return _render_form(app, req, name=name, values=values, editing=True, status=400,
+                            problems=_problems(exc))
+    return Response.redirect(req.url("/schedule", name=name, done="edited"))
 
 
 # -- logging in ------------------------------------------------------------------------------
