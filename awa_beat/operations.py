@@ -185,6 +185,10 @@ class Occurrence:
 OVERDUE_GRACE = 30.0
 
 
+#: The outcomes of a run that make its schedule "failing".
+FAILED_OUTCOMES = frozenset({"failed", "lost"})
+
+
 @dataclass(frozen=True)
 class Overdue:
     """A schedule that is overdue, and why (:func:`overdue_reasons`)."""
@@ -289,6 +293,8 @@ class ScheduleFilter:
     paused: bool | None = None
     owner: str | None = None
     """A deployment, or '' for rows no awa-beat registered."""
+    owned_by: str | None = None
+    """``"config"`` or ``"runtime"``: who writes the row (see :attr:`ScheduleView.owner`)."""
     names: frozenset[str] | None = None
     """A set computed elsewhere (overdue, failing schedules) to narrow to."""
 
@@ -641,6 +647,11 @@ class Operations:
                                      r["last_outcome"]))
         return found, last
 
+    def failing(self) -> list[str]:
+        """The schedules whose latest reported run failed or was lost, by name."""
+        return [r["name"] for r in self.store.overdue_candidates(DEFAULT_MAX_RUNTIME)
+                if r["last_outcome"] in FAILED_OUTCOMES]
+
     def upcoming(self, row: ScheduleRow, now: datetime | None = None,
                  count: int = 10) -> list[UpcomingFire]:
         """``row``'s next ``count`` fires after ``now`` (default: the clock's), DST changes
@@ -666,7 +677,7 @@ class Operations:
         """A page of at most ``limit`` schedules after the name ``after`` (or the page
         before ``before``), filtered and paged in SQL (keyset on the name)."""
         filters = {"search": where.search.lower() if where.search else None,
-                   "paused": where.paused, "owner": where.owner,
+                   "paused": where.paused, "owner": where.owner, "owned_by": where.owned_by,
                    "names": sorted(where.names) if where.names is not None else None}
         rows = self.store.schedules_page(after=after, before=before, limit=limit + 1,
                                          **filters)

@@ -583,14 +583,15 @@ class Store:
     def schedules_page(self, *, after: str | None = None, before: str | None = None,
                        limit: int = 50, search: str | None = None,
                        paused: bool | None = None, owner: str | None = None,
-                       names: Sequence[str] | None = None,
+                       owned_by: str | None = None, names: Sequence[str] | None = None,
                        ) -> list[tuple[ScheduleRow, str | None]]:
         """Up to ``limit`` rows in name order after ``after`` (or the ones just before
         ``before``), each with its pause note, filtered in SQL: ``search`` lower-case
         text the name contains, ``paused``, ``owner`` a deployment ('' for rows no
-        awa-beat registered), ``names`` a set to narrow to."""
+        awa-beat registered), ``owned_by`` 'config' or 'runtime', ``names`` a set to
+        narrow to."""
         params = {"after": after, "before": before, "limit": limit, "search": search,
-                  "paused": paused, "owner": owner,
+                  "paused": paused, "owner": owner, "owned_by": owned_by,
                   "names": list(names) if names is not None else None}
         query = queries["schedules_page" if before is None else "schedules_page_before"]
         with self._conn() as conn, wrap_errors("listing schedules"):
@@ -601,10 +602,11 @@ class Store:
                  r["pause_note"]) for r in rows]
 
     def count_schedules(self, *, search: str | None = None, paused: bool | None = None,
-                        owner: str | None = None, names: Sequence[str] | None = None,
-                        cap: int = 10_001) -> int:
+                        owner: str | None = None, owned_by: str | None = None,
+                        names: Sequence[str] | None = None, cap: int = 10_001) -> int:
         """How many rows :meth:`schedules_page`'s filters match, at most ``cap``."""
-        params = {"search": search, "paused": paused, "owner": owner, "cap": cap,
+        params = {"search": search, "paused": paused, "owner": owner, "owned_by": owned_by,
+                  "cap": cap,
                   "names": list(names) if names is not None else None}
         with self._conn() as conn, wrap_errors("counting schedules"):
             row = conn.execute(queries["count_schedules_page"], params).fetchone()

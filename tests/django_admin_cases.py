@@ -111,3 +111,92 @@ def test_non_staff_are_refused(project: str) -> None:
     with connect(project) as conn:
         assert conn.execute("SELECT paused_at FROM awa.cron_jobs WHERE name = 'ticker'"
                             ).fetchone() == (None,)
+
+
+ADD = "/admin/awa_beat/schedule/runtime/add/"
+
+
+def shown_fields(html: str) -> dict[str, str]:
+    """The form's fields as the browser would post them back untouched."""
+    from html.parser import HTMLParser
+
+    found: dict[str, str] = {}
+
+    class Fields(HTMLParser):
+        select: str | None = None
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            a = dict(attrs)
+            if tag == "input" and a.get("type") == "text" and "disabled" not in a:
+                found[str(a["name"])] = a.get("value") or ""
+            elif tag == "select":
+                self.select = a.get("name")
+                found.setdefault(str(self.select), "")
+            elif tag == "option" and self.select and "selected" in a:
+                found[self.select] = a.get("value") or ""
+
+    Fields().feed(html)
+    return found
+
+
+def edit_url(name: str) -> str:
+    return f"/admin/awa_beat/schedule/runtime/{name}/edit/"
+
+
+def test_add_a_runtime_schedule_through_the_admin(client: Any, project: str) -> None:
+    assert "Add a runtime schedule" in client.get(CHANGELIST).content.decode()
+    page = client.post(ADD, {"name": "from-admin", "task": "t.added", "kind": "every",
+                             "schedule": "300", "args": "[1]", "kwargs": "{}",
+                             "timezone": "UTC"}, follow=True)
+    assert page.status_code == 200 and "Added from-admin." in page.content.decode()
+    assert '<td class="field-owner">runtime' in page.content.decode()  # the owner column
+    with connect(project) as conn:
+        assert conn.execute(
+            "SELECT c.kind, c.args, s.owner FROM awa.cron_jobs c JOIN awa_beat.schedules s "
+            "USING (name) WHERE name = 'from-admin'").fetchone() == (
+            "t.added", {"args": [1], "kwargs": {}}, "runtime")
+        assert conn.execute("SELECT actor, source, action, outcome FROM awa_beat.audit_log "
+                            "ORDER BY id DESC LIMIT 1").fetchone() == (
+            "root", "django", "add", "ok")
+
+
+def test_a_bad_cron_in_the_admin_writes_nothing(client: Any, project: str) -> None:
+    page = client.post(ADD, {"name": "bad-admin", "task": "t.bad", "kind": "cron",
+                             "schedule": "61 * * * *"})
+    assert page.status_code == 400
+    text = page.content.decode()
+    assert "Nothing was written" in text and "errorlist" in text
+    with connect(project) as conn:
+        assert conn.execute("SELECT count(*) FROM awa.cron_jobs WHERE name = 'bad-admin'"
+                            ).fetchone() == (0,)
+
+
+def test_edit_in_the_admin_changes_only_the_given_field(client: Any, project: str) -> None:
+    query = ("SELECT cron_expr, kind, args, timezone, queue FROM awa.cron_jobs "
+             "WHERE name = 'from-admin'")
+    with connect(project) as conn:
+        before = conn.execute(query).fetchone()
+    form = client.get(edit_url("from-admin"))
+    assert form.status_code == 200
+    initial = shown_fields(form.content.decode())
+    assert initial["schedule"] == before[0] and initial["task"] == "t.added"  # as stored
+    page = client.post(edit_url("from-admin"), {**initial, "kwargs": '{"n": 2}'}, follow=True)
+    assert page.status_code == 200 and "Saved from-admin." in page.content.decode()
+    with connect(project) as conn:
+        after = conn.execute(query).fetchone()
+    assert after == (before[0], before[1], {"args": [1], "kwargs": {"n": 2}}, *before[3:])
+
+
+def test_config_rows_stay_read_only_in_the_admin(client: Any, project: str) -> None:
+    text = client.get(CHANGELIST).content.decode()
+    assert edit_url("from-admin") in text and edit_url("nightly") not in text
+    assert client.get(edit_url("nightly")).status_code == 403
+    query = "SELECT kind, updated_at FROM awa.cron_jobs WHERE name = 'nightly'"
+    with connect(project) as conn:
+        before = conn.execute(query).fetchone()
+    refused = client.post(edit_url("nightly"), {"kind": "cron", "task": "t.stolen"})
+    assert refused.status_code == 403
+    with connect(project) as conn:
+        assert conn.execute(query).fetchone() == before
+    # The model's own change view stays read-only too.
+    assert client.post(f"{CHANGELIST}nightly/change/", {"kind": "t.x"}).status_code == 403

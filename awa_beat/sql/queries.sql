@@ -951,12 +951,13 @@ SELECT s.name, s.cron_expr, s.timezone, s.missed_fire_policy, s.last_enqueued_at
 -- One page of the list in name order, the rows after %(after)s (NULL: from the start),
 -- filtered in the statement: the primary key on name gives the order, so a page reads
 -- about a page of rows even among 100,000. %(search)s is lower-case text the name
--- contains (strpos: no pattern to escape); %(owner)s a deployment ('' for rows no awa-beat registered); %(names)s
+-- contains (strpos: no pattern to escape); %(owner)s a deployment ('' for rows no
+-- awa-beat registered); %(owned_by)s 'config' or 'runtime' (who writes the row); %(names)s
 -- narrows to a set computed elsewhere (overdue, failing). The pause note is shown only
 -- for the pause it was written with.
 SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
        c.tags, c.metadata, c.missed_fire_policy, c.last_enqueued_at, c.created_at,
-       c.updated_at, c.paused_at, c.paused_by, s.deployment, n.note AS pause_note
+       c.updated_at, c.paused_at, c.paused_by, s.deployment, s.owner, n.note AS pause_note
   FROM awa.cron_jobs c
   LEFT JOIN awa_beat.schedules s USING (name)
   LEFT JOIN awa_beat.pause_notes n ON n.name = c.name AND n.paused_at = c.paused_at
@@ -964,6 +965,7 @@ SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.m
    AND (%(search)s::text IS NULL OR strpos(lower(c.name), %(search)s::text) > 0)
    AND (%(paused)s::boolean IS NULL OR (c.paused_at IS NOT NULL) = %(paused)s::boolean)
    AND (%(owner)s::text IS NULL OR s.deployment IS NOT DISTINCT FROM nullif(%(owner)s::text, ''))
+   AND (%(owned_by)s::text IS NULL OR s.owner = %(owned_by)s::text)
    AND (%(names)s::text[] IS NULL OR c.name = ANY(%(names)s::text[]))
  ORDER BY c.name
  LIMIT %(limit)s;
@@ -972,7 +974,7 @@ SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.m
 -- The page before %(before)s, the same filters, read backwards (the caller reverses it).
 SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
        c.tags, c.metadata, c.missed_fire_policy, c.last_enqueued_at, c.created_at,
-       c.updated_at, c.paused_at, c.paused_by, s.deployment, n.note AS pause_note
+       c.updated_at, c.paused_at, c.paused_by, s.deployment, s.owner, n.note AS pause_note
   FROM awa.cron_jobs c
   LEFT JOIN awa_beat.schedules s USING (name)
   LEFT JOIN awa_beat.pause_notes n ON n.name = c.name AND n.paused_at = c.paused_at
@@ -980,6 +982,7 @@ SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.m
    AND (%(search)s::text IS NULL OR strpos(lower(c.name), %(search)s::text) > 0)
    AND (%(paused)s::boolean IS NULL OR (c.paused_at IS NOT NULL) = %(paused)s::boolean)
    AND (%(owner)s::text IS NULL OR s.deployment IS NOT DISTINCT FROM nullif(%(owner)s::text, ''))
+   AND (%(owned_by)s::text IS NULL OR s.owner = %(owned_by)s::text)
    AND (%(names)s::text[] IS NULL OR c.name = ANY(%(names)s::text[]))
  ORDER BY c.name DESC
  LIMIT %(limit)s;
@@ -994,6 +997,8 @@ SELECT count(*) FROM (
      WHERE (%(search)s::text IS NULL OR strpos(lower(c.name), %(search)s::text) > 0)
        AND (%(paused)s::boolean IS NULL OR (c.paused_at IS NOT NULL) = %(paused)s::boolean)
        AND (%(owner)s::text IS NULL OR s.deployment IS NOT DISTINCT FROM nullif(%(owner)s::text, ''))
+       AND (%(owned_by)s::text IS NULL OR s.owner = %(owned_by)s::text)
+   AND (%(owned_by)s::text IS NULL OR s.owner = %(owned_by)s::text)
        AND (%(names)s::text[] IS NULL OR c.name = ANY(%(names)s::text[]))
      LIMIT %(cap)s
 ) matching;

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .auth import WebConfig
-from .seams import Outcomes, ScheduleEditor
+from .seams import OperationsEditor, OperationsOutcomes, Outcomes, ScheduleEditor
 
 if TYPE_CHECKING:
     from .app import Dashboard
@@ -26,12 +26,14 @@ def __getattr__(name: str) -> Any:
         return Dashboard
     raise AttributeError(name)
 
-__all__ = ["Dashboard", "Outcomes", "ScheduleEditor", "WebConfig", "create_app"]
+__all__ = ["Dashboard", "OperationsEditor", "OperationsOutcomes", "Outcomes", "ScheduleEditor",
+           "WebConfig", "create_app"]
 
 
 def create_app(database_url: str | None = None, *, config: WebConfig | None = None,
                operations: Any = None, outcomes: Outcomes | None = None,
-               pool_size: int = 4, environ: Mapping[str, str] | None = None,
+               editor: ScheduleEditor | None = None, pool_size: int = 4,
+               environ: Mapping[str, str] | None = None,
                **config_kwargs: Any) -> Dashboard:
     """The dashboard as a WSGI callable.
 
@@ -39,6 +41,8 @@ def create_app(database_url: str | None = None, *, config: WebConfig | None = No
     store of its own for ``database_url`` (else $AWA_BEAT_DATABASE_URL, else the
     embedded server), closed by ``app.close()``. ``config`` (or its fields as keyword
     arguments: ``password=``, ``read_only=``, ...) says how it authenticates.
+    ``outcomes`` and ``editor`` default to the operations' own (run outcomes, the add and
+    edit forms of runtime schedules).
     """
     from ..operations import Operations, find_database_url
     from ..store import Store
@@ -49,9 +53,12 @@ def create_app(database_url: str | None = None, *, config: WebConfig | None = No
     elif config_kwargs:
         raise TypeError("give config or its fields, not both")
     if operations is not None:
-        return Dashboard(operations, config, outcomes=outcomes)
+        return Dashboard(operations, config,
+                         outcomes=outcomes or OperationsOutcomes(operations),
+                         editor=editor or OperationsEditor(operations))
     url = find_database_url(database_url, environ=environ)
     store = Store(url, max_size=pool_size, origin="awa-beat web")
     store.open()
     ops = Operations(store)
-    return Dashboard(ops, config, outcomes=outcomes, close=ops.close)
+    return Dashboard(ops, config, outcomes=outcomes or OperationsOutcomes(ops),
+                     editor=editor or OperationsEditor(ops), close=ops.close)

@@ -19,7 +19,7 @@ from ..config import redact
 from ..errors import AwaBeatError, NotFound, StoreError
 from ..operations import Operations
 from . import auth
-from .seams import Outcomes
+from .seams import Outcomes, ScheduleEditor
 
 logger = logging.getLogger(__name__)
 
@@ -157,13 +157,14 @@ class Dashboard:
     """The WSGI callable: ``Dashboard(ops, config)(environ, start_response)``."""
 
     def __init__(self, ops: Operations, config: auth.WebConfig | None = None, *,
-                 outcomes: Outcomes | None = None, close: Callable[[], None] | None = None
-                 ) -> None:
+                 outcomes: Outcomes | None = None, editor: ScheduleEditor | None = None,
+                 close: Callable[[], None] | None = None) -> None:
         from . import views
 
         self.ops = ops
         self.config = config or auth.WebConfig()
         self.outcomes = outcomes
+        self.editor = editor
         self._close = close
         self.templates = jinja2.Environment(
             loader=jinja2.PackageLoader("awa_beat.web", "templates"),

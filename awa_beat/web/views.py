@@ -9,23 +9,28 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from ..cron import load_timezone
-from ..errors import AwaBeatError
+from ..errors import AwaBeatError, ScheduleConflict, ScheduleError, ScheduleOwned
+from ..fire_times import POLICIES
 from ..operations import COUNT_LIMIT, ScheduleFilter, ScheduleView
+from ..spec import DISPATCHES
 from . import auth
 from .app import HTTPError, Request, Response
 from .describe import describe
+from .forms import FIELD_LIMIT, FORM_FIELDS, KINDS, entry_from_form, form_values
 
 if TYPE_CHECKING:
     from .app import Dashboard, View
 
 ROUTES: dict[tuple[str, str], View] = {}
 #: The paths that change something: refused in read-only mode.
-ACTIONS = {"/schedule/pause", "/schedule/resume", "/schedule/trigger", "/schedule/remove"}
+ACTIONS = {"/schedule/pause", "/schedule/resume", "/schedule/trigger", "/schedule/remove",
+           "/schedule/add", "/schedule/edit"}
 NOTE_LIMIT = 500
 SEARCH_LIMIT = 200
 #: What a redirect after an action may say (never text from the request).
 DONE = {"paused": "Paused.", "resumed": "Resumed.", "triggered": "Triggered: job {job}.",
-        "removed": "Removed {name}; the jobs it fired stay."}
+        "removed": "Removed {name}; the jobs it fired stay.", "added": "Added.",
+        "edited": "Saved."}
 
 
 def route(method: str, path: str) -> Callable[[View], View]:
@@ -98,10 +103,19 @@ def _filter(app: Dashboard, query: Mapping[str, str]) -> tuple[ScheduleFilter, d
             raise HTTPError(400, "state: overdue or failing, once run outcomes are known")
         names = frozenset(getattr(app.outcomes, state)())
     shown = {"q": search, "paused": paused, "owner": owner, "state": state}
+    # '~runtime' and '~none' cannot clash with a deployment's name in the select. A
+    # deployment's rows include the runtime ones written through it (shown "runtime via"):
+    # narrowing them to owner 'config' as well slowed the deep owner pages in
+    # benchmarks/bench_web.py.
+    if owner == "~runtime":
+        deployment, owned_by = None, "runtime"
+    elif owner == "~none":
+        deployment, owned_by = "", None
+    else:
+        deployment, owned_by = owner or None, None
     return ScheduleFilter(search=search or None,
                           paused={"yes": True, "no": False}.get(paused),
-                          owner=None if owner == "" else "" if owner == "~none" else owner,
-                          names=names), shown
+                          owner=deployment, owned_by=owned_by, names=names), shown
 
 
 @route("GET", "/schedules")
@@ -117,7 +131,7 @@ def schedules(app: Dashboard, req: Request) -> Response:
         req, "schedules.html", page=page, rows=[_row(v, page.notes, queues)
                                                 for v in page.views],
         shown=shown, deployments=app.ops.deployments(), outcomes=app.outcomes is not None,
-        count_limit=COUNT_LIMIT,
+        count_limit=COUNT_LIMIT, editor=app.editor is not None,
         next_url=req.url("/schedules", **shown, after=page.views[-1].name)
         if page.has_next and page.views else None,
         prev_url=req.url("/schedules", **shown, before=page.views[0].name)
@@ -136,7 +150,10 @@ def schedule(app: Dashboard, req: Request) -> Response:
     query = req.query
     name = required(query, "name")
     view = app.ops.get(name)
-    jobs = app.ops.history(name, 25)
+    # With outcomes known the history is the occurrences (fires with their outcome,
+    # skips, coalesces); without, the jobs alone.
+    occurrences = app.ops.occurrences(name, 25) if app.outcomes is not None else None
+    jobs = app.ops.history(name, 25) if occurrences is None else []
     done = query.get("done", "")
     job = query.get("job", "")
     message = DONE[done].format(job=int(job) if job.isdigit() else "?", name=name) \
@@ -144,8 +161,8 @@ def schedule(app: Dashboard, req: Request) -> Response:
     return app.render(
         req, "schedule.html", item=_row(view, {name: app.ops.pause_note(name) or ""},
                                         app.ops.queue_pauses([view.row.queue])),
-        upcoming=app.ops.upcoming(view.row, count=20), jobs=jobs,
-        outcomes=app.outcomes.job_outcomes(jobs) if app.outcomes else None,
+        upcoming=app.ops.upcoming(view.row, count=20), jobs=jobs, occurrences=occurrences,
+        editable=app.editor is not None and view.owner == "runtime",
         audit=app.ops.audit_log(limit=20, schedule=name), message=message)
 
 
@@ -158,7 +175,8 @@ def confirm_remove(app: Dashboard, req: Request) -> Response:
 
 @route("GET", "/cluster")
 def cluster(app: Dashboard, req: Request) -> Response:
-    return app.render(req, "cluster.html", cluster=app.ops.status())
+    return app.render(req, "cluster.html", cluster=app.ops.status(),
+                      overdue=app.ops.overdue() if app.outcomes is not None else None)
 
 
 @route("GET", "/audit")
@@ -228,6 +246,99 @@ def remove(app: Dashboard, req: Request) -> Response:
         raise HTTPError(400, "confirm: must repeat the schedule's name")
     _act(app, req, "remove", name, lambda: app.ops.remove(name))
     return Response.redirect(req.url("/schedules"))
+
+
+# -- adding and editing runtime schedules -----------------------------------------------------
+
+def _read_form(form: Mapping[str, str]) -> dict[str, str]:
+    values = {}
+    for field in FORM_FIELDS:
+        value = form.get(field, "").strip()
+        if len(value) > FIELD_LIMIT:
+            raise HTTPError(400, f"{field}: at most {FIELD_LIMIT} characters")
+        values[field] = value
+    if values["kind"] not in KINDS:
+        raise HTTPError(400, f"kind: one of {', '.join(KINDS)}")
+    return values
+
+
+def _problems(exc: AwaBeatError) -> list[tuple[str, str]]:
+    from ..errors import ValidationError
+
+    if isinstance(exc, ValidationError):
+        return [(field, message) for _, field, message in exc.problems]
+    return [("", str(exc))]
+
+
+def _editor(app: Dashboard) -> Any:
+    if app.editor is None:
+        raise HTTPError(404, "this dashboard does not add or edit schedules")
+    return app.editor
+
+
+def _render_form(app: Dashboard, req: Request, *, name: str, values: Mapping[str, str],
+                 editing: bool, status: int = 200,
+                 problems: list[tuple[str, str]] | None = None) -> Response:
+    return app.render(req, "edit.html", status, name=name, values=values, editing=editing,
+                      kinds=KINDS, policies=sorted(POLICIES), dispatches=DISPATCHES,
+                      problems=problems or [])
+
+
+@route("GET", "/schedule/new")
+def new_form(app: Dashboard, req: Request) -> Response:
+    _editor(app)
+    return _render_form(app, req, name="", editing=False, values={
+        "task": "", "kind": "cron", "schedule": "", "args": "[]", "kwargs": "{}", "queue": "",
+        "timezone": "", "policy": "", "dispatch": ""})
+
+
+@route("POST", "/schedule/add")
+def add(app: Dashboard, req: Request) -> Response:
+    editor = _editor(app)
+    name = required(req.form, "name")
+    values = _read_form(req.form)
+    try:
+        entry = entry_from_form(values)
+        _act(app, req, "add", name, lambda: editor.add(name, entry, by=_paused_by(req)),
+             {"entry": {k: v for k, v in values.items() if v}})
+    except (ScheduleError, ScheduleConflict) as exc:
+        return _render_form(app, req, name=name, values=values, editing=False, status=400,
+                            problems=_problems(exc))
+    return Response.redirect(req.url("/schedule", name=name, done="added"))
+
+
+@route("GET", "/schedule/edit")
+def edit_form(app: Dashboard, req: Request) -> Response:
+    _editor(app)
+    view = app.ops.get(required(req.query, "name"))
+    if view.owner != "runtime":
+        raise HTTPError(403, _owned_text(view))
+    return _render_form(app, req, name=view.name, values=form_values(view.row), editing=True)
+
+
+def _owned_text(view: ScheduleView) -> str:
+    return (f"{view.name} is not a runtime schedule: its owner is {view.owner_text}; "
+            "change it where it is configured")
+
+
+@route("POST", "/schedule/edit")
+def edit(app: Dashboard, req: Request) -> Response:
+    editor = _editor(app)
+    name = required(req.form, "name")
+    values = _read_form(req.form)
+    view = app.ops.get(name)
+    shown = form_values(view.row)
+    try:
+        changes = entry_from_form(values, shown)
+        detail = {"changes": {k: v for k, v in values.items() if v != shown.get(k, "")}}
+        _act(app, req, "edit", name, lambda: editor.edit(name, changes, by=_paused_by(req)),
+             detail)
+    except ScheduleOwned as exc:
+        raise HTTPError(403, str(exc)) from None
+    except (ScheduleError, ScheduleConflict) as exc:
+        return _render_form(app, req, name=name, values=values, editing=True, status=400,
+                            problems=_problems(exc))
+    return Response.redirect(req.url("/schedule", name=name, done="edited"))
 
 
 # -- logging in ------------------------------------------------------------------------------

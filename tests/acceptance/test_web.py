@@ -123,8 +123,10 @@ def page(browser: Any) -> Iterator[Any]:
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     yield page
     context.close()
-    refused = "the server responded with a status of 401"  # a wrong password, on purpose
-    assert [e for e in errors if refused not in e] == []  # no script error, nothing blocked
+    # A wrong password and a form with a bad field, on purpose.
+    refused = ("the server responded with a status of 401",
+               "the server responded with a status of 400")
+    assert [e for e in errors if not any(r in e for r in refused)] == []  # nothing blocked
 
 
 def shot(page: Any, name: str) -> None:
@@ -300,3 +302,146 @@ def test_read_only_shows_no_action_and_refuses_them(page: Any, read_only_url: st
     assert refused.status == 403 and "read-only" in refused.text()
     assert conn.execute("SELECT paused_at FROM awa.cron_jobs WHERE name = 'weekday-digest'"
                         ).fetchone() == (None,)
+
+
+# -- run outcomes, and runtime schedules added and edited here -----------------------------
+
+
+def test_history_shows_occurrences_and_the_lists_know_failing_and_overdue(
+        page: Any, open_url: str, conn: Any, db_url: str) -> None:
+    from awa_beat.operations import Operations
+
+    with Store(db_url) as store:
+        store.sync([row("flaky-export", "0 * * * *",
+                        metadata={"celery": {"dispatch": "celery"}})], deployment="billing")
+    with Operations.open(db_url) as ops:
+        job = ops.trigger("flaky-export")
+    fired = "2026-01-05 10:00:00+00"
+    conn.execute("UPDATE awa.jobs SET metadata = (metadata - 'triggered_manually') || "
+                 "jsonb_build_object('cron_fire_time', %s::text, 'celery', "
+                 "jsonb_build_object('dispatch', 'celery')) WHERE id = %s", (fired, job))
+    conn.execute("INSERT INTO awa_beat.outcomes (task_id, schedule, fire_time, job_id, state, "
+                 "started_at, finished_at, runtime, worker, error) VALUES ('t-flaky', "
+                 "'flaky-export', %s, %s, 'failed', %s::timestamptz, %s::timestamptz, 1.25, "
+                 "'worker-1', 'boom <b>')", (fired, job, fired, fired))
+    conn.execute("INSERT INTO awa_beat.occurrences (schedule, kind, fire_time, reason) VALUES "
+                 "('flaky-export', 'skipped', '2026-01-05 11:00+00', 'still running')")
+    conn.execute("INSERT INTO awa_beat.occurrences (schedule, kind, fire_time, last_fire_time, "
+                 "count, reason) VALUES ('flaky-export', 'coalesced', '2026-01-05 12:00+00', "
+                 "'2026-01-05 14:00+00', 3, 'beat was down')")
+    # Ten-second fires that stopped an hour ago: overdue.
+    conn.execute("UPDATE awa.cron_jobs SET last_enqueued_at = now() - interval '1 hour' "
+                 "WHERE name = 'heartbeat'")
+    conn.commit()
+
+    page.goto(f"{open_url}/schedule?name=flaky-export")
+    history = page.locator("#history tbody tr")
+    expect(history).to_have_count(3)
+    assert [history.nth(i).get_attribute("data-kind") for i in range(3)] == [
+        "coalesced", "skipped", "fired"]  # newest first
+    expect(history.nth(0)).to_contain_text("3 fire(s), to 2026-01-05 14:00:00")
+    expect(history.nth(1)).to_contain_text("still running")
+    expect(history.nth(2)).to_contain_text("failed")
+    expect(history.nth(2)).to_contain_text("1.250 s")
+    expect(history.nth(2)).to_contain_text("boom <b>")  # escaped
+    shot(page, "schedule-history")
+
+    page.goto(f"{open_url}/schedules")
+    page.select_option("select[name=state]", "failing")
+    page.click("button:has-text('Filter')")
+    expect(page.locator("#total")).to_have_text("1 matching")
+    expect(page.locator("#schedules tbody tr")).to_have_attribute("data-name", "flaky-export")
+    page.goto(f"{open_url}/schedules?state=overdue")
+    expect(page.locator("tr[data-name='heartbeat']")).to_be_visible()
+    page.goto(f"{open_url}/cluster")
+    expect(page.locator("#overdue tr[data-name='heartbeat']")).to_be_visible()
+
+
+def test_add_a_schedule_through_the_form(page: Any, open_url: str, conn: Any) -> None:
+    page.goto(f"{open_url}/schedules")
+    page.click("#add")
+    page.fill("input[name=name]", "web-added")
+    page.fill("input[name=task]", "proj.tasks.added")
+    page.select_option("select[name=kind]", "cron")
+    page.fill("input[name=schedule]", "*/5 * * * *")
+    page.fill("input[name=kwargs]", '{"region": "eu"}')
+    page.fill("input[name=timezone]", "Europe/Paris")
+    shot(page, "schedule-add")
+    page.click("#save")
+    expect(page.locator("#flash")).to_have_text("Added.")
+    expect(page.locator("#row")).to_contain_text("runtime")
+    stored = conn.execute(
+        "SELECT c.cron_expr, c.kind, c.timezone, c.args, s.owner FROM awa.cron_jobs c "
+        "JOIN awa_beat.schedules s USING (name) WHERE name = 'web-added'").fetchone()
+    assert stored == ("*/5 * * * *", "proj.tasks.added", "Europe/Paris",
+                      {"args": [], "kwargs": {"region": "eu"}}, "runtime")
+    page.goto(f"{open_url}/schedules?owner=~runtime")
+    expect(page.locator("#schedules tbody tr")).to_have_count(1)
+    expect(page.locator("tr[data-name='web-added']")).to_contain_text("runtime")
+    page.goto(f"{open_url}/audit")
+    expect(page.locator("#audit tbody tr").first).to_contain_text("add")
+    expect(page.locator("#audit tbody tr").first).to_contain_text("web-added")
+
+
+def test_a_bad_cron_shows_the_problem_and_writes_nothing(page: Any, open_url: str,
+                                                         conn: Any) -> None:
+    page.goto(f"{open_url}/schedule/new")
+    page.fill("input[name=name]", "web-bad")
+    page.fill("input[name=task]", "proj.tasks.bad")
+    page.fill("input[name=schedule]", "61 * * * *")
+    with page.expect_response(f"{open_url}/schedule/add") as response:
+        page.click("#save")
+    assert response.value.status == 400
+    expect(page.locator("#problems")).to_contain_text("schedule")
+    expect(page.locator("#problems")).to_contain_text("Nothing was written")
+    expect(page.locator("input[name=schedule]")).to_have_value("61 * * * *")  # kept to fix
+    assert conn.execute("SELECT count(*) FROM awa.cron_jobs WHERE name = 'web-bad'"
+                        ).fetchone() == (0,)
+    page.goto(f"{open_url}/audit")
+    expect(page.locator("#audit tbody tr").first).to_contain_text("error")
+
+
+def test_edit_changes_only_the_given_field(page: Any, open_url: str, conn: Any) -> None:
+    query = ("SELECT cron_expr, kind, timezone, args, queue, missed_fire_policy "
+             "FROM awa.cron_jobs WHERE name = 'web-added'")
+    before = conn.execute(query).fetchone()
+    page.goto(f"{open_url}/schedule?name=web-added")
+    page.click("#edit")
+    expect(page.locator("input[name=schedule]")).to_have_value("*/5 * * * *")
+    page.fill("input[name=queue]", "reports")
+    page.click("#save")
+    expect(page.locator("#flash")).to_have_text("Saved.")
+    after = conn.execute(query).fetchone()
+    assert after == (*before[:4], "reports", before[5])
+    page.goto(f"{open_url}/audit")
+    expect(page.locator("#audit tbody tr").first).to_contain_text("edit")
+
+
+def test_a_config_row_offers_no_edit_and_a_forged_edit_is_refused(page: Any, open_url: str,
+                                                                  conn: Any) -> None:
+    query = "SELECT cron_expr, queue, updated_at FROM awa.cron_jobs WHERE name = 'weekday-digest'"
+    before = conn.execute(query).fetchone()
+    page.goto(f"{open_url}/schedule?name=weekday-digest")
+    expect(page.locator("#trigger")).to_be_visible()
+    expect(page.locator("#edit")).to_have_count(0)
+    token = page.locator("input[name=csrf_token]").first.get_attribute("value")
+    form = page.request.get(f"{open_url}/schedule/edit?name=weekday-digest")
+    assert form.status == 403 and "billing" in form.text()
+    forged = page.request.post(f"{open_url}/schedule/edit", max_redirects=0, form={
+        "csrf_token": token, "name": "weekday-digest", "kind": "cron", "queue": "stolen"})
+    assert forged.status == 403 and "beat_schedule" in forged.text()
+    assert conn.execute(query).fetchone() == before
+
+
+def test_read_only_refuses_add_and_edit(page: Any, read_only_url: str, conn: Any) -> None:
+    page.goto(f"{read_only_url}/schedules")
+    expect(page.locator("#add")).to_have_count(0)
+    page.goto(f"{read_only_url}/schedule?name=web-added")
+    expect(page.locator("#edit")).to_have_count(0)
+    for path in ("/schedule/add", "/schedule/edit"):
+        refused = page.request.post(f"{read_only_url}{path}", max_redirects=0,
+                                    form={"name": "web-added", "kind": "cron",
+                                          "queue": "nope"})
+        assert refused.status == 403 and "read-only" in refused.text()
+    assert conn.execute("SELECT queue FROM awa.cron_jobs WHERE name = 'web-added'"
+                        ).fetchone() == ("reports",)

@@ -65,3 +65,17 @@ def test_pages_filters_notes_and_audit(db_url: str, conn: Any, layout: str) -> N
             assert ops.queue_pauses({"reports", "default"})["reports"].paused_by == "ops"
         else:
             assert ops.queue_pauses({"reports", "default"}) == {}
+
+
+def test_the_owner_filter_tells_runtime_rows_from_config_rows(db_url: str, layout: str
+                                                              ) -> None:
+    with Store(db_url) as store:
+        store.sync([row("config-1")], deployment="alpha")
+    with Operations.open(db_url) as ops:
+        ops.add({"runtime-1": {"task": "t.r", "schedule": "0 9 * * *"}})
+        runtime = ops.page(ScheduleFilter(owned_by="runtime"))
+        assert [(v.name, v.owner) for v in runtime.views] == [("runtime-1", "runtime")]
+        assert runtime.total == 1
+        config = ops.page(ScheduleFilter(owned_by="config"))
+        assert [(v.name, v.owner) for v in config.views] == [("config-1", "config")]
+        assert ops.failing() == []  # nothing ran yet

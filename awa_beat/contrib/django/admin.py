@@ -1,21 +1,29 @@
-"""The admin of awa-beat's schedules: the dashboard's columns, and pause, resume and
-trigger as actions that go through awa-beat's operations layer and its audit log."""
+"""The admin of awa-beat's schedules: the dashboard's columns, pause, resume and trigger
+as actions, and forms that add and edit runtime-managed schedules, all through
+awa-beat's operations layer and its audit log. Config rows stay read-only."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import OuterRef, QuerySet, Subquery
-from django.http import HttpRequest
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
 from django.utils import timezone as dj_timezone
 from django.utils.html import format_html
 
-from ...errors import AwaBeatError
-from ...operations import next_fire
+from ...errors import AwaBeatError, NotFound, ScheduleConflict, ScheduleError, ValidationError
+from ...fire_times import POLICIES
+from ...operations import ScheduleView, next_fire
 from ...records import ScheduleRow
+from ...spec import DISPATCHES
 from ...web.describe import describe
+from ...web.forms import FIELD_LIMIT, KINDS, entry_from_form, form_values
 from .models import PauseNote, Registration, Schedule
 from .operations import operations
 
@@ -33,6 +41,11 @@ def _actor(request: HttpRequest) -> str:
 
 def _client(request: HttpRequest) -> str | None:
     return request.META.get("REMOTE_ADDR")
+
+
+def _owned_text(view: ScheduleView) -> str:
+    return (f"{view.name} is not a runtime schedule (owner: {view.owner_text}): change it "
+            "where it is configured")
 
 
 def _run(request: HttpRequest, queryset: QuerySet[Schedule], action: str,
@@ -54,10 +67,47 @@ def _run(request: HttpRequest, queryset: QuerySet[Schedule], action: str,
         messages.success(request, f"{done} {ok} schedule(s).")
 
 
+def _text(required: bool = False) -> forms.CharField:
+    return forms.CharField(max_length=FIELD_LIMIT, required=required, strip=True,
+                           widget=forms.TextInput(attrs={"size": 48}))
+
+
+class RuntimeScheduleForm(forms.Form):
+    """A runtime schedule's fields, as the dashboard's form has them."""
+
+    name = forms.CharField(max_length=1000)
+    task = _text()
+    kind = forms.ChoiceField(choices=list(KINDS.items()), label="Schedule")
+    schedule = _text()
+    args = _text()
+    kwargs = _text()
+    queue = _text()
+    timezone = _text()
+    policy = forms.ChoiceField(required=False, label="Missed fires", choices=[
+        ("", "default"), *((p, p) for p in sorted(POLICIES))])
+    dispatch = forms.ChoiceField(required=False, choices=[
+        ("", "default"), *((d, d) for d in DISPATCHES)])
+
+    def values(self) -> dict[str, str]:
+        return {k: str(v or "") for k, v in self.cleaned_data.items() if k != "name"}
+
+    def show(self, exc: AwaBeatError) -> None:
+        """Put the write's problems next to the fields they are about."""
+        problems = ([(f, m) for _, f, m in exc.problems] if isinstance(exc, ValidationError)
+                    else [("", str(exc))])
+        for field, message in problems:
+            top = field.split(".")[0]
+            if top in self.fields:
+                self.add_error(top, message)
+            else:
+                self.add_error(None, f"{field}: {message}" if field else message)
+
+
 @admin.register(Schedule)
 class ScheduleAdmin(admin.ModelAdmin):
     list_display = ("name", "calendar", "timezone", "next_fire", "last_enqueued_at",
-                    "paused", "owner")
+                    "paused", "owner", "edit")
+    change_list_template = "awa_beat/change_list.html"
     list_filter = (("paused_at", admin.EmptyFieldListFilter),)
     search_fields = ("name", "kind")
     list_per_page = 50
@@ -66,13 +116,16 @@ class ScheduleAdmin(admin.ModelAdmin):
     readonly_fields = tuple(f.name for f in Schedule._meta.fields)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Schedule]:
-        owner = Registration.objects.filter(name=OuterRef("name")).values("deployment")[:1]
+        registration = Registration.objects.filter(name=OuterRef("name"))
         note = PauseNote.objects.filter(name=OuterRef("name"),
                                         paused_at=OuterRef("paused_at")).values("note")[:1]
-        return super().get_queryset(request).annotate(owner_name=Subquery(owner),
-                                                      pause_note=Subquery(note))
+        return super().get_queryset(request).annotate(
+            owner_name=Subquery(registration.values("deployment")[:1]),
+            owner_kind=Subquery(registration.values("owner")[:1]),
+            pause_note=Subquery(note))
 
-    # Definitions are the deployments' (or, later, awa_beat.Schedules'): never Django's.
+    # Django's ORM never writes a definition: config rows are their deployment's, and
+    # runtime rows change through the forms below (Operations.add/update) only.
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
@@ -110,9 +163,110 @@ class ScheduleAdmin(admin.ModelAdmin):
                            obj.paused_by or "?",
                            format_html(": “{}”", note) if note else "")
 
+    def has_edit_schedules_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.is_active and request.user.is_staff
+                    and request.user.has_perm("awa_beat.change_schedule"))
+
     @admin.display(description="owner")
     def owner(self, obj: Schedule) -> str:
-        return getattr(obj, "owner_name", None) or "not awa-beat"
+        deployment = getattr(obj, "owner_name", None)
+        if getattr(obj, "owner_kind", None) == "runtime":
+            return f"runtime (via {deployment})" if deployment else "runtime"
+        return deployment or "not awa-beat"
+
+    @admin.display(description="")
+    def edit(self, obj: Schedule) -> str:
+        if getattr(obj, "owner_kind", None) != "runtime":
+            return ""
+        return format_html('<a href="{}">edit</a>', reverse(
+            f"{self.admin_site.name}:awa_beat_schedule_runtime_edit", args=[obj.name]))
+
+    # -- adding and editing runtime schedules ----------------------------------------------
+
+    def get_urls(self) -> list[URLPattern]:
+        # Before the model's own URLs, whose "<path:object_id>/" would take these.
+        return [path("runtime/add/", self.admin_site.admin_view(self.runtime_add_view),
+                     name="awa_beat_schedule_runtime_add"),
+                path("runtime/<path:name>/edit/",
+                     self.admin_site.admin_view(self.runtime_edit_view),
+                     name="awa_beat_schedule_runtime_edit"),
+                *super().get_urls()]
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None
+                        ) -> HttpResponse:
+        extra = {"runtime_add": self.has_edit_schedules_permission(request),
+                 **(extra_context or {})}
+        return super().changelist_view(request, extra)
+
+    def _form_page(self, request: HttpRequest, form: RuntimeScheduleForm, title: str,
+                   status: int = 200) -> HttpResponse:
+        context = {**self.admin_site.each_context(request), "opts": self.model._meta,
+                   "title": title, "form": form}
+        return TemplateResponse(request, "awa_beat/runtime_form.html", context, status=status)
+
+    def _write(self, request: HttpRequest, action: str, name: str, run: Callable[[], Any],
+               detail: dict[str, Any]) -> None:
+        ops = operations()
+        record = {"actor": _actor(request), "source": "django", "action": action,
+                  "schedule": name, "remote_addr": _client(request), "detail": detail}
+        try:
+            run()
+        except AwaBeatError as exc:
+            ops.record_action(**record, outcome=f"error: {exc}")
+            raise
+        ops.record_action(**record, outcome="ok")
+
+    def runtime_add_view(self, request: HttpRequest) -> HttpResponse:
+        if not self.has_edit_schedules_permission(request):
+            raise PermissionDenied
+        title = "Add a runtime schedule"
+        if request.method != "POST":
+            return self._form_page(request, RuntimeScheduleForm(initial={
+                "kind": "cron", "args": "[]", "kwargs": "{}"}), title)
+        form = RuntimeScheduleForm(request.POST)
+        if not form.is_valid():
+            return self._form_page(request, form, title, 400)
+        name, values = form.cleaned_data["name"], form.values()
+        try:
+            entry = entry_from_form(values)
+            self._write(request, "add", name, lambda: operations().add({name: entry}),
+                        {"entry": {k: v for k, v in values.items() if v}})
+        except (ScheduleError, ScheduleConflict) as exc:
+            form.show(exc)
+            return self._form_page(request, form, title, 400)
+        messages.success(request, f"Added {name}.")
+        return HttpResponseRedirect(reverse(f"{self.admin_site.name}:awa_beat_schedule_changelist"))
+
+    def runtime_edit_view(self, request: HttpRequest, name: str) -> HttpResponse:
+        if not self.has_edit_schedules_permission(request):
+            raise PermissionDenied
+        try:
+            view = operations().get(name)
+        except NotFound:
+            raise Http404(f"no schedule named {name!r}") from None
+        if view.owner != "runtime":
+            raise PermissionDenied(_owned_text(view))
+        title = f"Edit {name}"
+        shown = form_values(view.row)
+        if request.method != "POST":
+            form = RuntimeScheduleForm(initial={"name": name, **shown})
+            form.fields["name"].disabled = True  # the URL says which schedule
+            return self._form_page(request, form, title)
+        form = RuntimeScheduleForm(request.POST, initial={"name": name})
+        form.fields["name"].disabled = True
+        if not form.is_valid():
+            return self._form_page(request, form, title, 400)
+        values = form.values()
+        try:
+            changes = entry_from_form(values, shown)
+            # No force: a row its deployment's beat_schedule took back is refused.
+            self._write(request, "edit", name, lambda: operations().update(name, changes),
+                        {"changes": {k: v for k, v in values.items() if v != shown.get(k, "")}})
+        except (ScheduleError, ScheduleConflict) as exc:
+            form.show(exc)
+            return self._form_page(request, form, title, 400)
+        messages.success(request, f"Saved {name}.")
+        return HttpResponseRedirect(reverse(f"{self.admin_site.name}:awa_beat_schedule_changelist"))
 
     @admin.action(description="Pause the selected schedules", permissions=["operate"])
     def pause(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:

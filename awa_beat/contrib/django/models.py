@@ -36,10 +36,12 @@ class Schedule(models.Model):
 
 
 class Registration(models.Model):
-    """``awa_beat.schedules``: which deployment registered a row."""
+    """``awa_beat.schedules``: which deployment registered a row, and who writes it
+    (``config``: its beat_schedule; ``runtime``: awa_beat.Schedules, the CLI, the forms)."""
 
     name = models.TextField(primary_key=True)
     deployment = models.TextField()
+    owner = models.TextField(null=True)
 
     class Meta:
         managed = False
