@@ -515,8 +515,12 @@ SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args::text AS args, c
 -- cursor moves forward to that second too: the new calendar never fires a time from
 -- before the change. clock_timestamp(), not now(): the caller's transaction may have
 -- begun long before this statement, and a cursor or updated_at of its start would
--- fire too early or fall behind the leader's refresh window.
-WITH input AS (
+-- fire too early or fall behind the leader's refresh window. One instant for the whole
+-- statement (a volatile CTE is evaluated once): rows written together share it, as the
+-- rows of one sync share now(), and the evaluator holds one timestamp for them all.
+WITH at AS (
+    SELECT clock_timestamp() AS t
+), input AS (
     SELECT name, cron_expr, timezone, kind, queue, args::jsonb AS args, priority,
            max_attempts,
            ARRAY(SELECT jsonb_array_elements_text(tags::jsonb)) AS tags,
@@ -532,9 +536,8 @@ WITH input AS (
            name, cron_expr, timezone, kind, queue, args, priority, max_attempts, tags,
            metadata, missed_fire_policy, last_enqueued_at, updated_at)
     SELECT name, cron_expr, timezone, kind, queue, args, priority, max_attempts, tags,
-           metadata, missed_fire_policy, date_trunc('second', clock_timestamp()),
-           clock_timestamp()
-      FROM input
+           metadata, missed_fire_policy, date_trunc('second', at.t), at.t
+      FROM input CROSS JOIN at
     ON CONFLICT (name) DO UPDATE
        SET cron_expr = EXCLUDED.cron_expr, timezone = EXCLUDED.timezone,
            kind = EXCLUDED.kind, queue = EXCLUDED.queue, args = EXCLUDED.args,
@@ -546,7 +549,7 @@ WITH input AS (
                     (EXCLUDED.cron_expr, EXCLUDED.timezone)
                THEN GREATEST(c.last_enqueued_at, EXCLUDED.last_enqueued_at)
                ELSE c.last_enqueued_at END,
-           updated_at = clock_timestamp()
+           updated_at = EXCLUDED.updated_at
      WHERE %(replace)s::boolean
     RETURNING c.name, (xmax = 0) AS inserted
 ), owned AS (
