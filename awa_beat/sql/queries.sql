@@ -203,8 +203,10 @@ WITH due AS (
     RETURNING c.name, c.kind, c.queue, c.args, c.priority, c.max_attempts, c.tags, c.metadata,
               least(due.n, coalesce(l.remaining, due.n)) AS allowed,
               l.remaining IS NOT NULL AS limited,
-              -- outcomes: an overlap=skip schedule whose last run has not finished
-              ((c.metadata -> 'awa_beat' ->> 'overlap') = 'skip' AND EXISTS (
+              -- outcomes: an overlap=skip schedule (guarded), and whether its last run
+              -- has not finished (blocked)
+              (c.metadata -> 'awa_beat' ->> 'overlap') IS NOT DISTINCT FROM 'skip' AS guarded,
+              (coalesce((c.metadata -> 'awa_beat' ->> 'overlap') = 'skip', false) AND EXISTS (
                 SELECT FROM awa_beat.last_runs r
                   LEFT JOIN awa_beat.outcomes o
                          ON o.schedule = r.name AND o.fire_time = r.fire_time
@@ -223,34 +225,32 @@ WITH due AS (
     INSERT INTO awa_beat.schedule_runs AS r (name, runs)
     SELECT name, allowed FROM mark WHERE limited AND allowed > 0
     ON CONFLICT (name) DO UPDATE SET runs = r.runs + EXCLUDED.runs
-), placed AS (  -- outcomes: under overlap=skip a blocked schedule, and all but the first
-                -- fire of one statement, fire nothing
-    SELECT m.*, f.fire_time, f.ord,
-           coalesce((m.metadata -> 'awa_beat' ->> 'overlap') = 'skip'
-                    AND (m.blocked OR row_number() OVER (PARTITION BY m.name
-                                                        ORDER BY f.fire_time) > 1),
-                    false) AS skipped
+), skipped AS (  -- outcomes: under overlap=skip a blocked schedule, and all but the
+                 -- first fire of one statement, fire nothing (the inserts' complement)
+    SELECT m.name, f.fire_time
       FROM mark m JOIN fires f ON f.name = m.name AND f.seq <= m.allowed
+     WHERE m.guarded AND (m.blocked OR f.seq > 1)
 ), inserted AS (
     INSERT INTO awa.jobs (kind, queue, args, state, priority, max_attempts, metadata, tags)
-    SELECT p.kind, p.queue, p.args, 'available', p.priority, p.max_attempts,
-           p.metadata || jsonb_build_object('cron_name', p.name, 'cron_fire_time', p.fire_time::text),
-           p.tags
-      FROM placed p WHERE NOT p.skipped
-     ORDER BY p.fire_time, p.ord
+    SELECT m.kind, m.queue, m.args, 'available', m.priority, m.max_attempts,
+           m.metadata || jsonb_build_object('cron_name', m.name, 'cron_fire_time', f.fire_time::text),
+           m.tags
+      FROM mark m JOIN fires f ON f.name = m.name AND f.seq <= m.allowed
+     WHERE NOT (m.guarded AND (m.blocked OR f.seq > 1))
+     ORDER BY f.fire_time, f.ord
     RETURNING id, metadata ->> 'cron_name' AS name, metadata ->> 'cron_fire_time' AS fire_time
 ), ran AS (  -- outcomes: the run an overlap policy waits for
     INSERT INTO awa_beat.last_runs AS r (name, fire_time, job_id)
     SELECT DISTINCT ON (i.name) i.name, i.fire_time, i.id
       FROM inserted i JOIN mark m ON m.name = i.name
-     WHERE m.metadata -> 'awa_beat' ? 'overlap'
+     WHERE m.guarded
      ORDER BY i.name, i.fire_time DESC
     ON CONFLICT (name) DO UPDATE
        SET fire_time = EXCLUDED.fire_time, job_id = EXCLUDED.job_id, fired_at = now()
 ), skips AS (  -- outcomes
     INSERT INTO awa_beat.occurrences (schedule, kind, fire_time, reason)
     SELECT name, 'skipped', fire_time, 'overlap: the previous run had not finished'
-      FROM placed WHERE skipped
+      FROM skipped
 ), coalesced AS (  -- outcomes
     INSERT INTO awa_beat.occurrences (schedule, kind, fire_time, last_fire_time, count, reason)
     SELECT l.name, 'coalesced', l.first_time, l.last_time, l.count,
@@ -259,7 +259,7 @@ WITH due AS (
 )
 SELECT id, name, fire_time, now() AS updated_at FROM inserted
 UNION ALL  -- outcomes: skipped fires come back with no job id
-SELECT NULL, name, fire_time::text, now() FROM placed WHERE skipped;
+SELECT NULL, name, fire_time::text, now() FROM skipped;
 
 -- fire_batch_awa --
 -- The same atomic batched fire on a database migrated by Awa, where awa.jobs is a
@@ -307,8 +307,10 @@ WITH due AS (
     RETURNING c.name, c.kind, c.queue, c.args, c.priority, c.max_attempts, c.tags, c.metadata,
               least(due.n, coalesce(l.remaining, due.n)) AS allowed,
               l.remaining IS NOT NULL AS limited,
-              -- outcomes: an overlap=skip schedule whose last run has not finished
-              ((c.metadata -> 'awa_beat' ->> 'overlap') = 'skip' AND EXISTS (
+              -- outcomes: an overlap=skip schedule (guarded), and whether its last run
+              -- has not finished (blocked)
+              (c.metadata -> 'awa_beat' ->> 'overlap') IS NOT DISTINCT FROM 'skip' AS guarded,
+              (coalesce((c.metadata -> 'awa_beat' ->> 'overlap') = 'skip', false) AND EXISTS (
                 SELECT FROM awa_beat.last_runs r
                   LEFT JOIN awa_beat.outcomes o
                          ON o.schedule = r.name AND o.fire_time = r.fire_time
@@ -327,16 +329,16 @@ WITH due AS (
     INSERT INTO awa_beat.schedule_runs AS r (name, runs)
     SELECT name, allowed FROM mark WHERE limited AND allowed > 0
     ON CONFLICT (name) DO UPDATE SET runs = r.runs + EXCLUDED.runs
-), placed AS (  -- outcomes: under overlap=skip a blocked schedule, and all but the first
-                -- fire of one statement, fire nothing
-    SELECT m.*, f.fire_time, f.ord,
-           coalesce((m.metadata -> 'awa_beat' ->> 'overlap') = 'skip'
-                    AND (m.blocked OR row_number() OVER (PARTITION BY m.name
-                                                        ORDER BY f.fire_time) > 1),
-                    false) AS skipped
+), skipped AS (  -- outcomes: under overlap=skip a blocked schedule, and all but the
+                 -- first fire of one statement, fire nothing (the inserts' complement)
+    SELECT m.name, f.fire_time
       FROM mark m JOIN fires f ON f.name = m.name AND f.seq <= m.allowed
+     WHERE m.guarded AND (m.blocked OR f.seq > 1)
 ), ordered AS (
-    SELECT * FROM placed WHERE NOT skipped ORDER BY fire_time, ord
+    SELECT m.*, f.fire_time, f.ord
+      FROM mark m JOIN fires f ON f.name = m.name AND f.seq <= m.allowed
+     WHERE NOT (m.guarded AND (m.blocked OR f.seq > 1))
+     ORDER BY f.fire_time, f.ord
 ), inserted AS (
     SELECT j.id, o.name, j.metadata ->> 'cron_fire_time' AS fire_time
       FROM ordered o CROSS JOIN LATERAL awa.insert_job_compat(
@@ -347,14 +349,14 @@ WITH due AS (
     INSERT INTO awa_beat.last_runs AS r (name, fire_time, job_id)
     SELECT DISTINCT ON (i.name) i.name, i.fire_time, i.id
       FROM inserted i JOIN mark m ON m.name = i.name
-     WHERE m.metadata -> 'awa_beat' ? 'overlap'
+     WHERE m.guarded
      ORDER BY i.name, i.fire_time DESC
     ON CONFLICT (name) DO UPDATE
        SET fire_time = EXCLUDED.fire_time, job_id = EXCLUDED.job_id, fired_at = now()
 ), skips AS (  -- outcomes
     INSERT INTO awa_beat.occurrences (schedule, kind, fire_time, reason)
     SELECT name, 'skipped', fire_time, 'overlap: the previous run had not finished'
-      FROM placed WHERE skipped
+      FROM skipped
 ), coalesced AS (  -- outcomes
     INSERT INTO awa_beat.occurrences (schedule, kind, fire_time, last_fire_time, count, reason)
     SELECT l.name, 'coalesced', l.first_time, l.last_time, l.count,
@@ -363,7 +365,7 @@ WITH due AS (
 )
 SELECT id, name, fire_time, now() AS updated_at FROM inserted
 UNION ALL  -- outcomes: skipped fires come back with no job id
-SELECT NULL, name, fire_time::text, now() FROM placed WHERE skipped;
+SELECT NULL, name, fire_time::text, now() FROM skipped;
 
 -- list_schedules --
 SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
