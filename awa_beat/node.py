@@ -453,8 +453,10 @@ class BeatNode:
         """A standby's step: the seconds to sleep, or None when it just took over."""
         assert self.leadership is not None and self.engine is not None
         election = self.timers.election
-        if not election.due(now) or self.engine.loaded:
-            # Not at the first tick: a first election loads the view if it wins.
+        if self._elected_once or not election.due(now):
+            # Not before the first election: the view is loaded once, by the winner if
+            # it wins. After it, every tick (a lone standby wakes when its election is
+            # due), so that a takeover costs one refresh, not a load of every row.
             self._warm_standby(now)
         if not election.due(now):
             return self._standby_wait(now)

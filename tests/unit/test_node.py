@@ -107,6 +107,22 @@ def test_only_one_of_two_nodes_fires_and_the_standby_takes_over(clock: FakeClock
     b.close()
 
 
+def test_a_standby_loads_every_row_before_it_is_elected(clock: FakeClock) -> None:
+    # A process sleeps what its tick asks, and a little more: a standby alone wakes
+    # when its election is due, and must still load its view then, or a takeover
+    # costs a full load.
+    cluster = Cluster(clock)
+    a = cluster.node("a", EVERY_5S).open()
+    a.tick(clock.monotonic())
+    b = cluster.node("b", EVERY_5S).open()
+    for _ in range(3):
+        clock.advance(seconds=max(0.0, b.tick(clock.monotonic())) + 0.001)
+    assert [a.status().role, b.status().role] == ["leader", "standby"]
+    assert b.engine is not None and b.engine.loaded
+    a.close()
+    b.close()
+
+
 def test_a_failed_ping_ends_leadership_and_the_node_stands_again(clock: FakeClock) -> None:
     cluster = Cluster(clock)
     node = cluster.node("a", EVERY_5S, ping_interval=2.0).open()
