@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
@@ -61,6 +62,8 @@ RETRY_DELAY = 1.0
 #: Schedules per fire statement; more due at once are fired over several passes, so
 #: that a burst is published while the rest is fired, with bounded memory.
 FIRE_BATCH = 2000
+#: Distinct (calendar, cursor) pairs remembered while rows are applied in bulk.
+DUE_MEMO_LIMIT = 4096
 #: Fires a coalesce left out are counted up to this many (then recorded as "at least").
 COALESCED_COUNT_LIMIT = 10000
 
@@ -73,8 +76,14 @@ class EngineStore(Protocol):
     """What the engine needs of a store: :class:`awa_beat.store.Store` against
     PostgreSQL, :class:`awa_beat.testing.MemoryStore` in memory."""
 
-    def cron_states(self) -> tuple[TableState, list[CronState]]:
-        """Every row and the table's fingerprint, from one snapshot."""
+    def cron_states(self, held: Callable[[str], CronState | None] | None = None,
+                    ) -> tuple[TableState, list[CronState]]:
+        """Every row and the table's fingerprint, from one snapshot (leaving out those
+        ``held`` already has as they are)."""
+        ...
+
+    def cron_names(self) -> list[str]:
+        """The name of every row."""
         ...
 
     def changes(self, since: datetime, seen_xmin: int | None = None,
@@ -197,16 +206,27 @@ class Engine:
     def load(self) -> None:
         """Read every row afresh (at start, on a fingerprint change, every
         FULL_RELOAD_INTERVAL); rows that did not change keep their place."""
-        state, rows = self.store.cron_states()
+        # Rows held as they are stored are dropped as they arrive: a reload of a large
+        # table never holds it twice.
+        first = self._state is None
+        started = time.perf_counter()
+        state, rows = self.store.cron_states(self._held if self._entries else None)
         self._apply(rows)
-        if len(self._entries) > len(rows):
-            present = {row.name for row in rows}
+        # Every stored row now has an entry, so more entries than rows means some were
+        # deleted; their names are read again only then (deletions are rare). A later
+        # snapshot is as good: a row deleted since is gone, one added since is ignored.
+        if len(self._entries) > state.total:
+            present = set(self.store.cron_names())
             for name in [n for n in self._entries if n not in present]:
                 del self._entries[name]  # its heap item goes stale and is dropped
         self._adopt_state(state)
         now = self._now_epoch()
         self._next_refresh = now + self.refresh_interval
         self._next_full_load = now + FULL_RELOAD_INTERVAL
+        if first:  # a replica is ready to fire from here on (the later reloads are routine)
+            event(logger, logging.INFO, "engine.loaded",
+                  "beat: holding %d schedule(s), read in %.1f s", len(self._entries),
+                  time.perf_counter() - started, schedules=len(self._entries))
 
     def refresh(self) -> None:
         """Pick up what others changed since the last refresh (one query)."""
@@ -294,8 +314,11 @@ class Engine:
         # Everything the answer depends on (calendar_for returns one object per pair).
         key = (calendar, row.last_enqueued_at if row.last_enqueued_at is not None
                else (row.created_at,))
-        if memo is not None and key in memo:
-            return memo[key]
+        if memo is not None:
+            if key in memo:
+                return memo[key]
+            if len(memo) >= DUE_MEMO_LIMIT:
+                memo.clear()  # rows with cursors of their own: the memo would only grow
         if row.last_enqueued_at is None:
             # Awa fires a new row's latest fire in [floor(created_at - 60 s), now].
             start = (row.created_at - timedelta(seconds=60)).replace(microsecond=0)

@@ -288,17 +288,30 @@ class Store:
 
     # -- the evaluator's view: lean rows, since it holds every one in memory --------------
 
-    def cron_states(self) -> tuple[TableState, list[CronState]]:
-        """Every row (the evaluator's columns) and the table's fingerprint, one snapshot."""
+    def cron_states(self, held: Callable[[str], CronState | None] | None = None,
+                    ) -> tuple[TableState, list[CronState]]:
+        """Every row (the evaluator's columns) and the table's fingerprint, one snapshot,
+        less the rows equal to what ``held(name)`` returns (dropped as they arrive)."""
+        rows: list[CronState] = []
         with self._conn() as conn, wrap_errors("reading schedules"), conn.transaction():
             conn.execute(queries["repeatable_read"])
             state = TableState(*conn.execute(queries["table_fingerprint"]).fetchone())
-            # A server-side cursor, so 100,000 rows never sit in memory twice at once.
+            # A server-side cursor, so the rows never sit in memory twice at once.
             with conn.cursor(name="awa_beat_cron_states") as cur:
                 cur.itersize = 5000
                 times: dict[Any, Any] = {}
-                rows = [_cron_state(r, times) for r in cur.execute(queries["cron_states"])]
+                for r in cur.execute(queries["cron_states"]):
+                    if held is not None:
+                        mine = held(r[0])
+                        if mine is not None and mine == _cron_state(r):
+                            continue
+                    rows.append(_cron_state(r, times))
         return state, rows
+
+    def cron_names(self) -> list[str]:
+        """The name of every row."""
+        with self._conn() as conn, wrap_errors("reading schedules"):
+            return [r[0] for r in conn.execute(queries["cron_names"])]
 
     def cron_states_by_name(self, names: Sequence[str]) -> list[CronState]:
         """The rows that still exist among ``names``."""

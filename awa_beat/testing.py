@@ -313,9 +313,15 @@ class MemoryStore:
     def _state(self) -> TableState:
         return TableState(len(self.rows), sum(hash(n) for n in self.rows), self.clock())
 
-    def cron_states(self) -> tuple[TableState, list[CronState]]:
+    def cron_states(self, held: Callable[[str], CronState | None] | None = None,
+                    ) -> tuple[TableState, list[CronState]]:
         self._call("cron_states")
-        return self._state(), list(self.rows.values())
+        return self._state(), [r for r in self.rows.values()
+                               if held is None or held(r.name) != r]
+
+    def cron_names(self) -> list[str]:
+        self._call("cron_names")
+        return list(self.rows)
 
     def changes(self, since: datetime, seen_xmin: int | None = None,
                 held: Callable[[str], CronState | None] | None = None,

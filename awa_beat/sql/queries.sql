@@ -465,6 +465,9 @@ SELECT name, cron_expr, timezone, missed_fire_policy, last_enqueued_at, created_
        updated_at, paused_at
   FROM awa.cron_jobs;
 
+-- cron_names --
+SELECT name FROM awa.cron_jobs;
+
 -- cron_states_by_name --
 SELECT name, cron_expr, timezone, missed_fire_policy, last_enqueued_at, created_at,
        updated_at, paused_at

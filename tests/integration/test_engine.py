@@ -246,3 +246,22 @@ def test_a_change_committed_later_than_the_lookback_is_seen_at_the_full_reload(
     clock.advance(seconds=FULL_RELOAD_INTERVAL)
     engine.refresh()
     assert [r.cron_expr for r in engine.rows()] == ["* * * * *"]
+
+
+def test_a_reload_keeps_the_rows_it_holds_and_drops_a_deleted_one_an_insert_hides(
+        store: Store, conn) -> None:
+    for name in ("a", "b", "c"):
+        add(store, conn, name, "0 0 1 1 *", T0)
+    engine = Engine(store, clock=Clock(T0))
+    engine.load()
+    held = {row.name: row for row in engine.rows()}
+    # A delete and an insert: the row count is the same as before.
+    store.remove("b")
+    add(store, conn, "d", "0 0 1 1 *", T0)
+    conn.execute("UPDATE awa.cron_jobs SET cron_expr = '0 0 2 1 *', updated_at = now()"
+                 " WHERE name = 'c'")
+    engine.load()
+    now = {row.name: row for row in engine.rows()}
+    assert set(now) == {"a", "c", "d"}
+    assert now["a"] is held["a"]  # unchanged: the row read again was dropped, not kept
+    assert now["c"].cron_expr == "0 0 2 1 *"
