@@ -17,7 +17,7 @@ every second in its beat_schedule) run on it:
   (created_at - fire time), the fires their calendars asked for in the window that got
   no job (computed with awa-beat's own calendar arithmetic), and the leader's CPU
   seconds per minute (every thread, /proc schedstat), with its peak RSS at the end;
-* failover: ``--replicas`` - 1 standbys join and are given time to load every row; then
+* failover: ``--replicas`` - 1 standbys join and load every row (their log says so); then
   ``--trials`` times the leader is SIGKILLed between two whole seconds and replaced, and
   the time from the kill to the next job is taken (p50 / p99 / max).
 
@@ -90,7 +90,8 @@ def fill(url: str, n: int, calendars: str) -> float:
             " jsonb_build_object('args', jsonb_build_array(i), 'kwargs', '{}'::jsonb),"
             " t.priority, t.max_attempts, t.tags, t.metadata, t.missed_fire_policy,"
             " now(), now(), now()"
-            " FROM awa.cron_jobs t, generate_series(1, %(n)s) i WHERE t.name = 'scale-template'",
+            " FROM awa.cron_jobs t, generate_series(1::bigint, %(n)s::bigint) i"
+            " WHERE t.name = 'scale-template'",
             {"n": n, "zones": ZONES})
         conn.execute(
             "INSERT INTO awa_beat.schedules (name, deployment, owner)"
@@ -129,11 +130,11 @@ def first_job(conn: psycopg.Connection, name: str | None, after: datetime
     return row[0] if row else None
 
 
-def settled(pid: int, seconds: float = 2.0) -> bool:
-    """Whether the process's RSS stopped growing (a standby has loaded every row)."""
-    before = status(pid, "VmRSS")
-    time.sleep(seconds)
-    return abs(status(pid, "VmRSS") - before) < max(1.0, before * 0.005)
+def loaded(beats: Beats, pid: int) -> bool:
+    """Whether beat process ``pid`` holds every row (its log has the line of the
+    ``engine.loaded`` event)."""
+    log = beats.logs / f"beat{[p.pid for p in beats.procs].index(pid)}.log"
+    return "beat: holding" in log.read_text(errors="replace")
 
 
 def expected_fires(conn: psycopg.Connection, start: datetime, end: datetime
@@ -186,7 +187,8 @@ def failover(conn: psycopg.Connection, beats: Beats, replicas: int, trials: int
     times: list[float] = []
     for _ in range(trials):
         for proc in beats.alive():
-            wait_for(lambda p=proc: settled(p.pid), 300, f"process {proc.pid} to load", 0)
+            wait_for(lambda p=proc: loaded(beats, p.pid), 300, f"process {proc.pid} to load",
+                     0.2)
         old = wait_for(lambda: leader_pid(conn), 60, "a leader")
         # Between two whole seconds, so that no fire of the old leader is in flight.
         now = time.time()
