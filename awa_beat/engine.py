@@ -2,7 +2,8 @@
 
 The engine keeps every row of ``awa.cron_jobs`` in memory (ours and other
 deployments', as Awa's leader does), with the instant each one next becomes due in a
-heap, so a pass costs nothing per schedule that is not due:
+queue (:class:`~awa_beat.due_queue.DueQueue`), so a pass costs nothing per schedule
+that is not due:
 
 * :meth:`Engine.run_pass` fires what is due (one batched statement per FIRE_BATCH
   schedules), refreshes from the database when the refresh interval has passed (one
@@ -28,7 +29,6 @@ Time is always passed in (``clock``), so tests drive the engine with a fake cloc
 
 from __future__ import annotations
 
-import heapq
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Protocol
 
+from .due_queue import DueQueue
 from .errors import ScheduleError, StoreError
 from .fire_times import (
     POLICIES,
@@ -177,7 +178,7 @@ class Engine:
         self.clock = clock
         self.on_fired = on_fired
         self._entries: dict[str, _Entry] = {}
-        self._heap: list[tuple[float, str]] = []
+        self._queue = DueQueue(self._is_due_at)
         self._state: TableState | None = None
         self._since = datetime.min.replace(tzinfo=UTC)
         self._next_refresh = 0.0
@@ -189,7 +190,7 @@ class Engine:
         """Seconds between the latest fire time of the last firing pass and its start."""
         self.stats = EngineStats()
         self._retrying: set[str] = set()
-        """Schedules put off by a failed fire (their heap instant is not their fire time)."""
+        """Schedules put off by a failed fire (their queued instant is not their fire time)."""
 
     # -- loading -----------------------------------------------------------------------------
 
@@ -218,7 +219,7 @@ class Engine:
         if len(self._entries) > state.total:
             present = set(self.store.cron_names())
             for name in [n for n in self._entries if n not in present]:
-                del self._entries[name]  # its heap item goes stale and is dropped
+                del self._entries[name]  # its queued instant goes stale and is dropped
         self._adopt_state(state)
         now = self._now_epoch()
         self._next_refresh = now + self.refresh_interval
@@ -304,7 +305,7 @@ class Engine:
             at = self._first_due(entry)
         entry.due = at
         if at is not None:
-            heapq.heappush(self._heap, (at, row.name))
+            self._queue.push(at, row.name)
 
     def _first_due(self, entry: _Entry) -> float | None:
         """When the row first has something due, by Awa's rules."""
@@ -337,17 +338,13 @@ class Engine:
 
     def next_due(self) -> float | None:
         """Epoch seconds of the earliest due fire held, or None."""
-        self._drop_stale()
-        return self._heap[0][0] if self._heap else None
+        return self._queue.first()
 
-    def _drop_stale(self) -> None:
-        heap = self._heap
-        while heap:
-            due, name = heap[0]
-            entry = self._entries.get(name)
-            if entry is not None and entry.due == due:
-                return
-            heapq.heappop(heap)
+    def _is_due_at(self, name: str, due: float) -> bool:
+        """Whether a queued (due, name) still holds (the row was not changed, removed or
+        fired since it was queued)."""
+        entry = self._entries.get(name)
+        return entry is not None and entry.due == due
 
     def run_pass(self) -> PassReport:
         """Fire what is due, refresh if it is time; return how long to sleep."""
@@ -385,10 +382,10 @@ class Engine:
         now_epoch = now.timestamp()
         requests: list[FireRequest] = []
         while len(requests) < FIRE_BATCH:
-            self._drop_stale()
-            if not self._heap or self._heap[0][0] > now_epoch:
+            item = self._queue.pop(now_epoch)
+            if item is None:
                 break
-            due, name = heapq.heappop(self._heap)
+            due, name = item
             entry = self._entries[name]
             entry.due = None
             row = entry.row
