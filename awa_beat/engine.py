@@ -56,8 +56,14 @@ UTC = timezone.utc
 #: How far back each refresh looks before the last read, for transactions that took
 #: their ``now()`` before it but committed after it.
 REFRESH_OVERLAP = timedelta(seconds=10)
-#: Seconds between two full reloads, the backstop for commits later than the overlap.
+#: Seconds between two sweeps over every row, the backstop for commits later than the
+#: overlap.
 FULL_RELOAD_INTERVAL = 300.0
+#: Rows per slice of a sweep: one slice per pass, so that no pass holds up a fire for
+#: longer than reading this many rows takes, whatever the table's size.
+SWEEP_SLICE = 5000
+#: Seconds between two slices of a sweep, at most (a pass fires what is due first).
+SWEEP_PAUSE = 0.05
 #: Delay before retrying a schedule whose fire raised a database error (Awa: 1 s).
 RETRY_DELAY = 1.0
 #: Schedules per fire statement; more due at once are fired over several passes, so
@@ -85,6 +91,13 @@ class EngineStore(Protocol):
 
     def cron_names(self) -> list[str]:
         """The name of every row."""
+        ...
+
+    def cron_states_after(self, after: str, limit: int,
+                          held: Callable[[str], CronState | None] | None = None,
+                          ) -> tuple[str | None, list[CronState]]:
+        """Up to ``limit`` rows named after ``after``, in name order, less those ``held``
+        has as they are; with the last name read, or None if these were the last."""
         ...
 
     def changes(self, since: datetime, seen_xmin: int | None = None,
@@ -183,6 +196,8 @@ class Engine:
         self._since = datetime.min.replace(tzinfo=UTC)
         self._next_refresh = 0.0
         self._next_full_load = 0.0
+        self._sweep_after: str | None = None
+        """While a sweep runs: the name its next slice starts after."""
         self._reported: dict[str, tuple[datetime, str]] = {}
         self._due_memo: dict[tuple[Calendar, object], float | None] | None = None
         """Next due instants by calendar and cursor, while rows are applied in bulk."""
@@ -205,8 +220,8 @@ class Engine:
         return self._state is not None
 
     def load(self) -> None:
-        """Read every row afresh (at start, on a fingerprint change, every
-        FULL_RELOAD_INTERVAL); rows that did not change keep their place."""
+        """Read every row afresh, in one snapshot (at start); rows that did not change
+        keep their place. Later, :meth:`refresh` sweeps the table slice by slice."""
         # Rows held as they are stored are dropped as they arrive: a reload of a large
         # table never holds it twice.
         first = self._state is None
@@ -224,22 +239,58 @@ class Engine:
         now = self._now_epoch()
         self._next_refresh = now + self.refresh_interval
         self._next_full_load = now + FULL_RELOAD_INTERVAL
+        self._sweep_after = None
         if first:  # a replica is ready to fire from here on (the later reloads are routine)
             event(logger, logging.INFO, "engine.loaded",
                   "beat: holding %d schedule(s), read in %.1f s", len(self._entries),
                   time.perf_counter() - started, schedules=len(self._entries))
 
     def refresh(self) -> None:
-        """Pick up what others changed since the last refresh (one query)."""
-        if self._state is None or self._now_epoch() >= self._next_full_load:
+        """Pick up what others changed since the last refresh (one query), and take the
+        next slice of a sweep that is due or under way."""
+        if self._state is None:
             self.load()
             return
         state, rows = self.store.changes(self._since, self._state.xmin, self._held)
-        if (state.total, state.fingerprint) != (len(self._entries), self._state.fingerprint):
-            self.load()  # rows were inserted or deleted
-            return
         self._apply(rows)
+        if (state.total, state.fingerprint) != (len(self._entries), self._state.fingerprint):
+            self._reconcile()  # rows were inserted or deleted
         self._adopt_state(state)
+        self.sweep()
+
+    def _reconcile(self) -> None:
+        """Rows were inserted or deleted: read the names alone, drop what is gone, read
+        the rows held nowhere (an insert the lookback did not return). A later snapshot
+        than the refresh's is as good: a row deleted since is gone, one added since is
+        read whole."""
+        present = set(self.store.cron_names())
+        for name in [n for n in self._entries if n not in present]:
+            del self._entries[name]  # its queued instant goes stale and is dropped
+        missing = [n for n in present if n not in self._entries]
+        for start in range(0, len(missing), SWEEP_SLICE):
+            self._apply(self.store.cron_states_by_name(missing[start:start + SWEEP_SLICE]))
+
+    @property
+    def sweeping(self) -> bool:
+        """Whether a sweep over every row is under way (a slice per pass)."""
+        return self._sweep_after is not None
+
+    def sweep(self) -> None:
+        """Every FULL_RELOAD_INTERVAL, read every row again, SWEEP_SLICE rows per call
+        (in name order), and apply those that differ from the held ones: the backstop
+        for a change committed later than the refresh's lookback, which one slice at a
+        time never holds up a fire for long."""
+        if self._sweep_after is None:
+            if self._now_epoch() < self._next_full_load:
+                return
+            self._sweep_after = ""
+        last, rows = self.store.cron_states_after(self._sweep_after, SWEEP_SLICE, self._held)
+        self._apply(rows)
+        if last is None:  # the last slice
+            self._sweep_after = None
+            self._next_full_load = self._now_epoch() + FULL_RELOAD_INTERVAL
+        else:
+            self._sweep_after = last
 
     def _held(self, name: str) -> CronState | None:
         entry = self._entries.get(name)
@@ -356,6 +407,8 @@ class Engine:
             self.refresh()
             self._next_refresh = self._now_epoch() + self.refresh_interval
             refreshed = True
+        elif self._sweep_after is not None or self._now_epoch() >= self._next_full_load:
+            self.sweep()
         return PassReport(fired, refreshed, self.wait())
 
     def set_refresh_interval(self, seconds: float) -> None:
@@ -373,6 +426,8 @@ class Engine:
         due = self.next_due()
         if due is not None:
             until = min(until, due)
+        if self._sweep_after is not None:
+            until = min(until, now + SWEEP_PAUSE)
         return max(0.0, until - now)
 
     def fire_due(self) -> FireResult:

@@ -313,6 +313,24 @@ class Store:
         with self._conn() as conn, wrap_errors("reading schedules"):
             return [r[0] for r in conn.execute(queries["cron_names"])]
 
+    def cron_states_after(self, after: str, limit: int,
+                          held: Callable[[str], CronState | None] | None = None,
+                          ) -> tuple[str | None, list[CronState]]:
+        """A slice of the rows in name order (see :meth:`Engine.sweep
+        <awa_beat.engine.Engine.sweep>`): those after ``after``, at most ``limit``, less
+        the ones equal to what ``held(name)`` returns; with the last name read, or None
+        when the slice reached the end."""
+        rows: list[CronState] = []
+        count, last = 0, None
+        with self._conn() as conn, wrap_errors("reading schedules"):
+            for r in conn.execute(queries["cron_states_after"],
+                                  {"after": after, "limit": limit}):
+                count, last = count + 1, r[0]
+                mine = held(r[0]) if held is not None else None
+                if mine is None or mine != _cron_state(r):
+                    rows.append(_cron_state(r))
+        return (last if count == limit else None), rows
+
     def cron_states_by_name(self, names: Sequence[str]) -> list[CronState]:
         """The rows that still exist among ``names``."""
         with self._conn() as conn, wrap_errors("reading schedules"):

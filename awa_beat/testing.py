@@ -323,6 +323,14 @@ class MemoryStore:
         self._call("cron_names")
         return list(self.rows)
 
+    def cron_states_after(self, after: str, limit: int,
+                          held: Callable[[str], CronState | None] | None = None,
+                          ) -> tuple[str | None, list[CronState]]:
+        self._call("cron_states_after")
+        names = sorted(n for n in self.rows if n > after)[:limit]
+        rows = [self.rows[n] for n in names if held is None or held(n) != self.rows[n]]
+        return (names[-1] if len(names) == limit else None), rows
+
     def changes(self, since: datetime, seen_xmin: int | None = None,
                 held: Callable[[str], CronState | None] | None = None,
                 ) -> tuple[TableState, list[CronState]]:

@@ -468,6 +468,15 @@ SELECT name, cron_expr, timezone, missed_fire_policy, last_enqueued_at, created_
 -- cron_names --
 SELECT name FROM awa.cron_jobs;
 
+-- cron_states_after --
+-- A slice of the engine's sweep, in the primary key's order.
+SELECT name, cron_expr, timezone, missed_fire_policy, last_enqueued_at, created_at,
+       updated_at, paused_at
+  FROM awa.cron_jobs
+ WHERE name > %(after)s
+ ORDER BY name
+ LIMIT %(limit)s;
+
 -- cron_states_by_name --
 SELECT name, cron_expr, timezone, missed_fire_policy, last_enqueued_at, created_at,
        updated_at, paused_at

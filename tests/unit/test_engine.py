@@ -103,3 +103,45 @@ def test_a_database_error_retries_the_due_fires_a_second_later(
     clock.advance(seconds=1)
     engine.run_pass()
     assert store.fired("s") == ["2026-03-02 12:01:00+00"]
+
+
+def test_the_periodic_sweep_reads_a_slice_per_pass_and_sees_a_late_commit(
+        clock: FakeClock, store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    from awa_beat import engine as engine_module
+
+    monkeypatch.setattr(engine_module, "SWEEP_SLICE", 2)
+    for i in range(5):
+        store.add(f"s{i}", "0 0 1 1 *", last_enqueued_at=T0)
+    engine = Engine(store, clock=clock, refresh_interval=3600)
+    engine.load()
+    # As a transaction that took its now() long ago and committed just now would write:
+    # outside every refresh's lookback.
+    store.rows["s4"] = engine_module.replace(store.rows["s4"], cron_expr="* * * * *")
+    clock.advance(seconds=engine_module.FULL_RELOAD_INTERVAL)
+    passes = 0
+    while True:
+        engine.run_pass()
+        passes += 1
+        if not engine.sweeping:
+            break
+        assert engine.wait() <= engine_module.SWEEP_PAUSE  # a slice, then the next soon
+    assert passes == 3  # 2 + 2 + 1 rows, never the whole table in one pass
+    assert store.calls.count("cron_states") == 1  # the first load only
+    assert engine.state("s4").cron_expr == "* * * * *"
+    clock.advance(minutes=1)
+    engine.run_pass()
+    assert store.fired("s4") == ["2026-03-02 12:06:00+00"]
+
+
+def test_an_insert_and_a_delete_are_reconciled_from_the_names_alone(
+        clock: FakeClock, store: MemoryStore) -> None:
+    store.add("a", "0 0 1 1 *", last_enqueued_at=T0)
+    store.add("b", "0 0 1 1 *", last_enqueued_at=T0)
+    engine = Engine(store, clock=clock, refresh_interval=1)
+    engine.load()
+    del store.rows["b"]
+    store.add("c", "* * * * *", last_enqueued_at=T0)
+    clock.advance(minutes=1)
+    engine.run_pass()
+    assert {row.name for row in engine.rows()} == {"a", "c"}
+    assert store.calls.count("cron_states") == 1 and "cron_names" in store.calls
