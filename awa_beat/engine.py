@@ -29,6 +29,7 @@ Time is always passed in (``clock``), so tests drive the engine with a fake cloc
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -56,19 +57,24 @@ UTC = timezone.utc
 #: How far back each refresh looks before the last read, for transactions that took
 #: their ``now()`` before it but committed after it.
 REFRESH_OVERLAP = timedelta(seconds=10)
-#: Seconds between two sweeps over every row, the backstop for commits later than the
-#: overlap.
+#: Seconds from the start of one sweep over every row to the next, at least: the
+#: backstop for commits later than the overlap.
 FULL_RELOAD_INTERVAL = 300.0
 #: Rows per slice of a sweep: one slice per pass, so that no pass holds up a fire for
 #: longer than reading this many rows takes, whatever the table's size.
 SWEEP_SLICE = 5000
-#: Seconds between two slices of a sweep, at most (a pass fires what is due first).
-SWEEP_PAUSE = 0.05
+#: Rows a second a sweep reads at most: a table of up to FULL_RELOAD_INTERVAL times
+#: this many rows is swept every FULL_RELOAD_INTERVAL; a larger one takes longer, so
+#: that the sweep's cost per minute stays level whatever the table's size.
+SWEEP_RATE = 350.0
 #: Delay before retrying a schedule whose fire raised a database error (Awa: 1 s).
 RETRY_DELAY = 1.0
 #: Schedules per fire statement; more due at once are fired over several passes, so
 #: that a burst is published while the rest is fired, with bounded memory.
 FIRE_BATCH = 2000
+#: Rows held from which a load takes everything then alive out of the cyclic collector's
+#: sight (gc.freeze).
+FREEZE_FROM = 10_000
 #: Distinct (calendar, cursor) pairs remembered while rows are applied in bulk.
 DUE_MEMO_LIMIT = 4096
 #: Fires a coalesce left out are counted up to this many (then recorded as "at least").
@@ -198,6 +204,7 @@ class Engine:
         self._next_full_load = 0.0
         self._sweep_after: str | None = None
         """While a sweep runs: the name its next slice starts after."""
+        self._next_slice = 0.0
         self._reported: dict[str, tuple[datetime, str]] = {}
         self._due_memo: dict[tuple[Calendar, object], float | None] | None = None
         """Next due instants by calendar and cursor, while rows are applied in bulk."""
@@ -226,8 +233,16 @@ class Engine:
         # table never holds it twice.
         first = self._state is None
         started = time.perf_counter()
-        state, rows = self.store.cron_states(self._held if self._entries else None)
-        self._apply(rows)
+        # The cyclic collector would walk every object made so far, several times over,
+        # while a million rows come in; none of them is part of a cycle.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            state, rows = self.store.cron_states(self._held if self._entries else None)
+            self._apply(rows)
+        finally:
+            if collecting:
+                gc.enable()
         # Every stored row now has an entry, so more entries than rows means some were
         # deleted; their names are read again only then (deletions are rare). A later
         # snapshot is as good: a row deleted since is gone, one added since is ignored.
@@ -240,6 +255,13 @@ class Engine:
         self._next_refresh = now + self.refresh_interval
         self._next_full_load = now + FULL_RELOAD_INTERVAL
         self._sweep_after = None
+        if len(self._entries) >= FREEZE_FROM:
+            # Out of the collector's sight from now on: a full collection would otherwise
+            # walk every row held, stalling the loop in proportion to the table's size.
+            # Refcounting still frees a row replaced later (rows hold no cycles); what
+            # the process held in cycles before this point is never collected, so a
+            # small table, whose collections are short, is left alone.
+            gc.freeze()
         if first:  # a replica is ready to fire from here on (the later reloads are routine)
             event(logger, logging.INFO, "engine.loaded",
                   "beat: holding %d schedule(s), read in %.1f s", len(self._entries),
@@ -276,21 +298,24 @@ class Engine:
         return self._sweep_after is not None
 
     def sweep(self) -> None:
-        """Every FULL_RELOAD_INTERVAL, read every row again, SWEEP_SLICE rows per call
-        (in name order), and apply those that differ from the held ones: the backstop
-        for a change committed later than the refresh's lookback, which one slice at a
-        time never holds up a fire for long."""
+        """Every FULL_RELOAD_INTERVAL (or, for a table of more than FULL_RELOAD_INTERVAL
+        x SWEEP_RATE rows, at SWEEP_RATE rows a second), read every row again,
+        SWEEP_SLICE rows a slice (in name order), and apply those that differ from the
+        held ones: the backstop for a change committed later than the refresh's
+        lookback. One slice at a time never holds up a fire for long."""
+        now = self._now_epoch()
         if self._sweep_after is None:
-            if self._now_epoch() < self._next_full_load:
+            if now < self._next_full_load:
                 return
             self._sweep_after = ""
+            self._next_full_load = now + FULL_RELOAD_INTERVAL
+            self._next_slice = now
+        if now < self._next_slice:
+            return
         last, rows = self.store.cron_states_after(self._sweep_after, SWEEP_SLICE, self._held)
         self._apply(rows)
-        if last is None:  # the last slice
-            self._sweep_after = None
-            self._next_full_load = self._now_epoch() + FULL_RELOAD_INTERVAL
-        else:
-            self._sweep_after = last
+        self._sweep_after = last  # None after the last slice
+        self._next_slice = now + SWEEP_SLICE / SWEEP_RATE
 
     def _held(self, name: str) -> CronState | None:
         entry = self._entries.get(name)
@@ -427,7 +452,7 @@ class Engine:
         if due is not None:
             until = min(until, due)
         if self._sweep_after is not None:
-            until = min(until, now + SWEEP_PAUSE)
+            until = min(until, self._next_slice)
         return max(0.0, until - now)
 
     def fire_due(self) -> FireResult:

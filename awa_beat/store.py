@@ -119,6 +119,14 @@ def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
 
+def _same(held: CronState | None, r: Sequence[Any]) -> bool:
+    """Whether a row read (the cron_states columns) is ``held`` as it is: compared
+    field by field, without building a CronState for every row of a sweep."""
+    return held is not None and (
+        held.cron_expr, held.timezone, held.missed_fire_policy, held.last_enqueued_at,
+        held.created_at, held.updated_at, held.paused_at) == tuple(r[1:])
+
+
 def _cron_state(r: Sequence[Any], times: dict[Any, Any] | None = None) -> CronState:
     # Expressions, zones and policies repeat across rows: one string each, not one per row.
     # So do timestamps (rows synced in one statement, fired in one batch): with ``times``,
@@ -301,10 +309,8 @@ class Store:
                 cur.itersize = 5000
                 times: dict[Any, Any] = {}
                 for r in cur.execute(queries["cron_states"]):
-                    if held is not None:
-                        mine = held(r[0])
-                        if mine is not None and mine == _cron_state(r):
-                            continue
+                    if held is not None and _same(held(r[0]), r):
+                        continue
                     rows.append(_cron_state(r, times))
         return state, rows
 
@@ -326,8 +332,7 @@ class Store:
             for r in conn.execute(queries["cron_states_after"],
                                   {"after": after, "limit": limit}):
                 count, last = count + 1, r[0]
-                mine = held(r[0]) if held is not None else None
-                if mine is None or mine != _cron_state(r):
+                if held is None or not _same(held(r[0]), r):
                     rows.append(_cron_state(r))
         return (last if count == limit else None), rows
 

@@ -118,14 +118,17 @@ def test_the_periodic_sweep_reads_a_slice_per_pass_and_sees_a_late_commit(
     # outside every refresh's lookback.
     store.rows["s4"] = engine_module.replace(store.rows["s4"], cron_expr="* * * * *")
     clock.advance(seconds=engine_module.FULL_RELOAD_INTERVAL)
-    passes = 0
+    pause = engine_module.SWEEP_SLICE / engine_module.SWEEP_RATE
+    slices = 0
     while True:
+        before = store.calls.count("cron_states_after")
         engine.run_pass()
-        passes += 1
+        slices += store.calls.count("cron_states_after") - before
         if not engine.sweeping:
             break
-        assert engine.wait() <= engine_module.SWEEP_PAUSE  # a slice, then the next soon
-    assert passes == 3  # 2 + 2 + 1 rows, never the whole table in one pass
+        assert engine.wait() == pytest.approx(pause, rel=1e-3)  # at the sweep's pace
+        clock.advance(seconds=engine.wait() + 0.001)  # a sleep overshoots a little
+    assert slices == 3  # 2 + 2 + 1 rows, never the whole table at once
     assert store.calls.count("cron_states") == 1  # the first load only
     assert engine.state("s4").cron_expr == "* * * * *"
     clock.advance(minutes=1)
