@@ -76,7 +76,7 @@ FIRE_BATCH = 2000
 #: sight (gc.freeze).
 FREEZE_FROM = 10_000
 #: Distinct (calendar, cursor) pairs remembered while rows are applied in bulk.
-DUE_MEMO_LIMIT = 4096
+DUE_MEMO_LIMIT = 65536
 #: Fires a coalesce left out are counted up to this many (then recorded as "at least").
 COALESCED_COUNT_LIMIT = 10000
 

@@ -280,7 +280,13 @@ def calendar_for(cron_expr: str, timezone: str) -> Calendar:
     return _calendar_for(cron_expr, timezone)
 
 
-@lru_cache(maxsize=4096)
+#: Distinct (expression, zone) pairs whose calendar is kept: rows sharing a pair share
+#: one calendar object (and the engine's memo of due instants), so this must exceed the
+#: pairs a large table uses (per-tenant calendars), or every row parses its own.
+CALENDAR_CACHE = 65536
+
+
+@lru_cache(maxsize=CALENDAR_CACHE)
 def _calendar_for(cron_expr: str, timezone: str) -> Calendar:
     tz = load_timezone(timezone)
     if not isinstance(cron_expr, str):

@@ -63,13 +63,16 @@ ZONES = ["UTC", "Europe/Paris", "America/New_York", "Asia/Tokyo", "Australia/Syd
          "Asia/Kolkata", "America/Sao_Paulo"]
 PROBE = "scale-probe"
 
-# Pseudo-random but reproducible columns from the row number alone, so that the server
-# writes the million rows in one statement.
+# Pseudo-random but reproducible columns from the row number alone (PostgreSQL's own
+# integer hash, seeded per column), so that the server writes the rows in one statement.
+MINUTE = "abs(hashint8(i)) %% 60"
+HOUR = "abs(hashint8(i + 1000000007)) %% 24"
+WEEKDAYS = "abs(hashint8(i + 2000000014)) %% 127 + 1"
 EXPRESSIONS = {
-    "daily": "((i * 7919) %% 60)::text || ' ' || ((i * 104729) %% 24)::text || ' * * *'",
-    "distinct": "((i * 7919) %% 60)::text || ' ' || ((i * 104729) %% 24)::text || ' * * '"
+    "daily": f"({MINUTE})::text || ' ' || ({HOUR})::text || ' * * *'",
+    "distinct": f"({MINUTE})::text || ' ' || ({HOUR})::text || ' * * '"
                 " || array_to_string(ARRAY(SELECT d FROM generate_series(0, 6) d"
-                " WHERE (((i * 15485863) %% 127 + 1) >> d) & 1 = 1), ',')",
+                f" WHERE (({WEEKDAYS}) >> d) & 1 = 1), ',')",
     "shared": "(i %% 60)::text || ' ' || (i %% 24)::text || ' * * *'",
 }
 
@@ -79,7 +82,8 @@ def fill(url: str, n: int, calendars: str) -> float:
     start = time.perf_counter()
     with Schedules(url) as schedules:
         schedules.add("scale-template", task="scale.report", schedule="0 0 1 1 *")
-    zone = "'UTC'" if calendars == "shared" else "(%(zones)s::text[])[(i * 31) %% 7 + 1]"
+    zone = ("'UTC'" if calendars == "shared"
+            else "(%(zones)s::text[])[abs(hashint8(i + 3000000021)) %% 7 + 1]")
     with connect(url) as conn:
         conn.execute(
             "INSERT INTO awa.cron_jobs (name, cron_expr, timezone, kind, queue, args,"
