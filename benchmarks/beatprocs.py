@@ -63,6 +63,16 @@ class Beats:
 
 
 
+def leader_pid(conn: psycopg.Connection) -> int | None:
+    """The OS pid of the beat process that leads (its lock session's application_name
+    is ``awa-beat leader <pid>`` and holds a granted advisory lock), or None."""
+    row = conn.execute(
+        "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a USING (pid)"
+        " WHERE l.locktype = 'advisory' AND l.granted AND a.datname = current_database()"
+        " AND a.application_name LIKE 'awa-beat leader %%'").fetchone()
+    return int(row[0].rsplit(" ", 1)[1]) if row else None
+
+
 def cpu_seconds(pid: int) -> float:
     """CPU seconds of the process so far: every live thread's run time from schedstat
     (nanoseconds), or utime + stime in 10 ms ticks where schedstat is off."""

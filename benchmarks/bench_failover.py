@@ -44,20 +44,12 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from beatprocs import Beats, add_beat_options, duplicates, fires, summary, wait_for
+from beatprocs import Beats, add_beat_options, duplicates, fires, leader_pid, summary, wait_for
 
 from awa_beat.store import connect
 from awa_beat.testing import TempDatabases, server_url
 
 UTC = timezone.utc
-
-
-def leader_pid(conn: psycopg.Connection) -> int | None:
-    row = conn.execute(
-        "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a USING (pid)"
-        " WHERE l.locktype = 'advisory' AND l.granted AND a.datname = current_database()"
-        " AND a.application_name LIKE 'awa-beat leader %%'").fetchone()
-    return int(row[0].rsplit(" ", 1)[1]) if row else None
 
 
 def other_leader(conn: psycopg.Connection, old: int) -> int | None:

@@ -51,7 +51,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from beatprocs import Beats, cpu_seconds, duplicates, pct, wait_for
+from beatprocs import Beats, cpu_seconds, duplicates, leader_pid, pct, wait_for
 
 from awa_beat import Schedules
 from awa_beat.fire_times import calendar_for
@@ -115,14 +115,6 @@ def status(pid: int, field: str) -> float:
     """A /proc/PID/status figure in MB (VmRSS, VmHWM)."""
     text = Path(f"/proc/{pid}/status").read_text()
     return int(text.split(f"{field}:")[1].split()[0]) / 1024
-
-
-def leader_pid(conn: psycopg.Connection) -> int | None:
-    row = conn.execute(
-        "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a USING (pid)"
-        " WHERE l.locktype = 'advisory' AND l.granted AND a.datname = current_database()"
-        " AND a.application_name LIKE 'awa-beat leader %%'").fetchone()
-    return int(row[0].rsplit(" ", 1)[1]) if row else None
 
 
 def first_job(conn: psycopg.Connection, name: str | None, after: datetime
