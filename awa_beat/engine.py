@@ -12,12 +12,14 @@ that is not due:
   notification) calls :meth:`Engine.refresh_soon` to refresh at the next pass.
 * Refreshing reads only rows whose ``updated_at`` moved (pauses, resumes, edits and
   fires by anyone bump it), plus a fingerprint of the whole table (count and a hash of
-  the names) that reveals inserts and deletes; when the fingerprint differs from what
-  we hold, everything is re-read. The lookback overlaps the last read by a few seconds,
-  so a transaction that took its ``now()`` before that read but committed after it is
-  still seen; rows the last read already returned are left out by the server (their
-  writers ended before its snapshot), so an idle refresh returns nothing. A full
-  reload every few minutes catches any change committed later than the overlap.
+  the names) that reveals inserts and deletes; when the fingerprint differs from what we
+  hold, the names are read again (and the rows held nowhere, by name). The lookback
+  overlaps the last read by a few seconds, so a transaction that took its ``now()``
+  before that read but committed after it is still seen; rows the last read already
+  returned are left out by the server (their writers ended before its snapshot), so an
+  idle refresh returns nothing. A sweep of the whole table, a slice per pass at a
+  bounded pace (:meth:`Engine.sweep`), catches any change committed later than the
+  overlap.
 * Firing follows Awa's evaluator to the second (:func:`~awa_beat.fire_times.due_fires`):
   ``coalesce`` fires the latest missed fire, ``catch_up`` every missed fire in order,
   at most ``catch_up_limit`` per schedule per pass, the rest on the next passes.
