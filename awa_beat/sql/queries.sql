@@ -239,11 +239,12 @@ WITH due AS (
      WHERE NOT (m.guarded AND (m.blocked OR f.seq > 1))
      ORDER BY f.fire_time, f.ord
     RETURNING id, metadata ->> 'cron_name' AS name, metadata ->> 'cron_fire_time' AS fire_time
+), guards AS MATERIALIZED (  -- outcomes: read mark once; usually no row
+    SELECT name FROM mark WHERE guarded
 ), ran AS (  -- outcomes: the run an overlap policy waits for
     INSERT INTO awa_beat.last_runs AS r (name, fire_time, job_id)
     SELECT DISTINCT ON (i.name) i.name, i.fire_time, i.id
-      FROM inserted i JOIN mark m ON m.name = i.name
-     WHERE m.guarded
+      FROM inserted i JOIN guards g ON g.name = i.name
      ORDER BY i.name, i.fire_time DESC
     ON CONFLICT (name) DO UPDATE
        SET fire_time = EXCLUDED.fire_time, job_id = EXCLUDED.job_id, fired_at = now()
@@ -345,11 +346,12 @@ WITH due AS (
            o.kind, o.queue, o.args, 'available'::awa.job_state, o.priority, o.max_attempts, NULL,
            o.metadata || jsonb_build_object('cron_name', o.name, 'cron_fire_time', o.fire_time::text),
            o.tags, NULL, NULL) AS j
+), guards AS MATERIALIZED (  -- outcomes: read mark once; usually no row
+    SELECT name FROM mark WHERE guarded
 ), ran AS (  -- outcomes: the run an overlap policy waits for
     INSERT INTO awa_beat.last_runs AS r (name, fire_time, job_id)
     SELECT DISTINCT ON (i.name) i.name, i.fire_time, i.id
-      FROM inserted i JOIN mark m ON m.name = i.name
-     WHERE m.guarded
+      FROM inserted i JOIN guards g ON g.name = i.name
      ORDER BY i.name, i.fire_time DESC
     ON CONFLICT (name) DO UPDATE
        SET fire_time = EXCLUDED.fire_time, job_id = EXCLUDED.job_id, fired_at = now()
