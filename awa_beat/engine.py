@@ -203,7 +203,7 @@ class Engine:
         self._state: TableState | None = None
         self._since = datetime.min.replace(tzinfo=UTC)
         self._next_refresh = 0.0
-        self._next_full_load = 0.0
+        self._next_sweep = 0.0
         self._sweep_after: str | None = None
         """While a sweep runs: the name its next slice starts after."""
         self._next_slice = 0.0
@@ -246,16 +246,13 @@ class Engine:
             if collecting:
                 gc.enable()
         # Every stored row now has an entry, so more entries than rows means some were
-        # deleted; their names are read again only then (deletions are rare). A later
-        # snapshot is as good: a row deleted since is gone, one added since is ignored.
+        # deleted; the names are read again only then (deletions are rare).
         if len(self._entries) > state.total:
-            present = set(self.store.cron_names())
-            for name in [n for n in self._entries if n not in present]:
-                del self._entries[name]  # its queued instant goes stale and is dropped
+            self._reconcile()
         self._adopt_state(state)
         now = self._now_epoch()
         self._next_refresh = now + self.refresh_interval
-        self._next_full_load = now + FULL_RELOAD_INTERVAL
+        self._next_sweep = now + FULL_RELOAD_INTERVAL
         self._sweep_after = None
         if len(self._entries) >= FREEZE_FROM:
             # Out of the collector's sight from now on: a full collection would otherwise
@@ -307,10 +304,10 @@ class Engine:
         lookback. One slice at a time never holds up a fire for long."""
         now = self._now_epoch()
         if self._sweep_after is None:
-            if now < self._next_full_load:
+            if now < self._next_sweep:
                 return
             self._sweep_after = ""
-            self._next_full_load = now + FULL_RELOAD_INTERVAL
+            self._next_sweep = now + FULL_RELOAD_INTERVAL
             self._next_slice = now
         if now < self._next_slice:
             return
@@ -434,8 +431,8 @@ class Engine:
             self.refresh()
             self._next_refresh = self._now_epoch() + self.refresh_interval
             refreshed = True
-        elif self._sweep_after is not None or self._now_epoch() >= self._next_full_load:
-            self.sweep()
+        else:
+            self.sweep()  # when one is due or under way
         return PassReport(fired, refreshed, self.wait())
 
     def set_refresh_interval(self, seconds: float) -> None:
@@ -453,7 +450,7 @@ class Engine:
         due = self.next_due()
         if due is not None:
             until = min(until, due)
-        if self._sweep_after is not None:
+        if self.sweeping:
             until = min(until, self._next_slice)
         return max(0.0, until - now)
 

@@ -359,9 +359,8 @@ class Store:
                     state = TableState(*r[:4])
                 if r[4] is None:
                     continue
-                row = _cron_state(r[4:])
-                if held is None or held(row.name) != row:
-                    rows.append(row)
+                if held is None or not _same(held(r[4]), r[4:]):
+                    rows.append(_cron_state(r[4:]))
         assert state is not None  # the statement always returns the fingerprint row
         return state, rows
 
