@@ -24,6 +24,8 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from psycopg import Connection
+
 from awa_beat.records import FireRequest
 from awa_beat.sql import parse_queries
 from awa_beat.store import Store, connect, fire_params, fire_query
@@ -42,17 +44,22 @@ def rows(n: int) -> list[dict]:
     ]
 
 
+def due_again(admin: Connection, n: int, attempt: int) -> list[FireRequest]:
+    """Every schedule's cursor set back so that each is due once more; the requests."""
+    cursor = T0 + timedelta(minutes=attempt)
+    admin.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s", (cursor,))
+    admin.execute("VACUUM ANALYZE awa.cron_jobs")
+    fire = cursor + timedelta(minutes=1)
+    return [FireRequest(f"bench-{i:06d}", cursor, [fire]) for i in range(n)]
+
+
 def measure(url: str, n: int, repeat: int) -> list[float]:
     rates = []
     with Store(url) as store:
         store.sync(rows(n), deployment="bench")
         admin = connect(url)
         for attempt in range(repeat):
-            cursor = T0 + timedelta(minutes=attempt)
-            admin.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s", (cursor,))
-            admin.execute("VACUUM ANALYZE awa.cron_jobs")
-            fire = cursor + timedelta(minutes=1)
-            requests = [FireRequest(f"bench-{i:06d}", cursor, [fire]) for i in range(n)]
+            requests = due_again(admin, n, attempt)
             start = time.perf_counter()
             result = store.fire(requests)
             elapsed = time.perf_counter() - start
@@ -85,13 +92,8 @@ def measure_pair(url: str, n: int, repeat: int, rev: str) -> tuple[list[float], 
         for turn in range(repeat):
             order = ("ours", "theirs") if turn % 2 == 0 else ("theirs", "ours")
             for which in order:
-                cursor = T0 + timedelta(minutes=attempt)
+                params = fire_params(due_again(admin, n, attempt))
                 attempt += 1
-                admin.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s", (cursor,))
-                admin.execute("VACUUM ANALYZE awa.cron_jobs")
-                fire = cursor + timedelta(minutes=1)
-                params = fire_params([FireRequest(f"bench-{i:06d}", cursor, [fire])
-                                      for i in range(n)])
                 start = time.perf_counter()
                 # An older statement binds fewer parameters; psycopg ignores the others.
                 got = admin.execute(statements[which], params).fetchall()
