@@ -35,9 +35,9 @@ import gc
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Protocol
+from typing import Any, Protocol
 
 from .due_queue import DueQueue
 from .errors import ScheduleError, StoreError
@@ -51,7 +51,16 @@ from .fire_times import (
 )
 from .logs import event
 from .markers import max_runs
-from .records import Coalesced, CronState, FireRequest, FireResult, TableState
+from .records import (
+    Coalesced,
+    CronState,
+    FireRequest,
+    FireResult,
+    Held,
+    RowMaker,
+    TableState,
+    columns_of,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +88,9 @@ FIRE_BATCH = 2000
 FREEZE_FROM = 10_000
 #: Distinct (calendar, cursor) pairs remembered while rows are applied in bulk.
 DUE_MEMO_LIMIT = 65536
+#: Distinct (expression, zone, policy) triples whose kind rows share; rows of a triple
+#: met once the cache is full hold a kind of their own.
+KIND_CACHE = 65536
 #: Fires a coalesce left out are counted up to this many (then recorded as "at least").
 COALESCED_COUNT_LIMIT = 10000
 
@@ -89,30 +101,29 @@ def utcnow() -> datetime:
 
 class EngineStore(Protocol):
     """What the engine needs of a store: :class:`awa_beat.store.Store` against
-    PostgreSQL, :class:`awa_beat.testing.MemoryStore` in memory."""
+    PostgreSQL, :class:`awa_beat.testing.MemoryStore` in memory. The readers build each
+    row with ``make(name, *columns)`` (the engine's own form), leaving out those
+    ``held(name)`` already has as they are."""
 
-    def cron_states(self, held: Callable[[str], CronState | None] | None = None,
-                    ) -> tuple[TableState, list[CronState]]:
-        """Every row and the table's fingerprint, from one snapshot (leaving out those
-        ``held`` already has as they are)."""
+    def cron_states(self, held: Held | None = None, make: RowMaker = CronState,
+                    ) -> tuple[TableState, list[Any]]:
+        """Every row and the table's fingerprint, from one snapshot."""
         ...
 
     def cron_names(self) -> list[str]:
         """The name of every row."""
         ...
 
-    def cron_states_after(self, after: str, limit: int,
-                          held: Callable[[str], CronState | None] | None = None,
-                          ) -> tuple[str | None, list[CronState]]:
-        """Up to ``limit`` rows named after ``after``, in name order, less those ``held``
-        has as they are; with the last name read, or None if these were the last."""
+    def cron_states_after(self, after: str, limit: int, held: Held | None = None,
+                          make: RowMaker = CronState) -> tuple[str | None, list[Any]]:
+        """Up to ``limit`` rows named after ``after``, in name order; with the last name
+        read, or None if these were the last."""
         ...
 
     def changes(self, since: datetime, seen_xmin: int | None = None,
-                held: Callable[[str], CronState | None] | None = None,
-                ) -> tuple[TableState, list[CronState]]:
-        """The fingerprint and the rows changed after ``since`` (leaving out those
-        ``held`` already has as they are)."""
+                held: Held | None = None, make: RowMaker = CronState,
+                ) -> tuple[TableState, list[Any]]:
+        """The fingerprint and the rows changed after ``since``."""
         ...
 
     def cron_states_by_name(self, names: Sequence[str]) -> list[CronState]:
@@ -125,12 +136,70 @@ class EngineStore(Protocol):
         ...
 
 
-@dataclass(slots=True)
+class _Kind:
+    """What the rows sharing an expression, a zone and a policy share: their calendar,
+    or why they cannot fire."""
+
+    __slots__ = ("calendar", "cron_expr", "missed_fire_policy", "problem", "timezone")
+
+    def __init__(self, cron_expr: str, timezone: str, missed_fire_policy: str,
+                 calendar: Calendar | None, problem: str | None) -> None:
+        self.cron_expr = cron_expr
+        self.timezone = timezone
+        self.missed_fire_policy = missed_fire_policy
+        self.calendar = calendar
+        self.problem = problem
+
+
 class _Entry:
-    row: CronState
-    calendar: Calendar | None
-    due: float | None
-    """Epoch seconds at which the row next has a fire due; None: paused, invalid, never."""
+    """A row as the engine holds it: one object of seven slots, since the engine holds
+    every row (the expression, zone and policy through the kind it shares with other
+    rows), and the instant the row next has a fire due."""
+
+    __slots__ = ("created_at", "due", "kind", "last_enqueued_at", "name", "paused_at",
+                 "updated_at")
+
+    def __init__(self, name: str, kind: _Kind, last_enqueued_at: datetime | None,
+                 created_at: datetime, updated_at: datetime, paused_at: datetime | None,
+                 ) -> None:
+        self.name = name
+        self.kind = kind
+        self.last_enqueued_at = last_enqueued_at
+        self.created_at = created_at
+        self.updated_at = updated_at
+        self.paused_at = paused_at
+        self.due: float | None = None
+        """Epoch seconds at which the row next has a fire due; None: paused, invalid,
+        never."""
+
+    @property
+    def cron_expr(self) -> str:
+        return self.kind.cron_expr
+
+    @property
+    def timezone(self) -> str:
+        return self.kind.timezone
+
+    @property
+    def missed_fire_policy(self) -> str:
+        return self.kind.missed_fire_policy
+
+    @property
+    def calendar(self) -> Calendar | None:
+        return self.kind.calendar
+
+    @property
+    def row(self) -> CronState:
+        """The row as a record (built on each call)."""
+        return CronState(self.name, *columns_of(self))
+
+    def same(self, other: _Entry) -> bool:
+        return (self.kind is other.kind or (
+                    self.kind.cron_expr, self.kind.timezone, self.kind.missed_fire_policy)
+                == (other.kind.cron_expr, other.kind.timezone, other.kind.missed_fire_policy)
+                ) and (self.last_enqueued_at, self.created_at, self.updated_at,
+                       self.paused_at) == (other.last_enqueued_at, other.created_at,
+                                           other.updated_at, other.paused_at)
 
 
 @dataclass
@@ -199,6 +268,7 @@ class Engine:
         self.clock = clock
         self.on_fired = on_fired
         self._entries: dict[str, _Entry] = {}
+        self._kinds: dict[tuple[str, str, str], _Kind] = {}
         self._queue = DueQueue(self._is_due_at)
         self._state: TableState | None = None
         self._since = datetime.min.replace(tzinfo=UTC)
@@ -240,7 +310,8 @@ class Engine:
         collecting = gc.isenabled()
         gc.disable()
         try:
-            state, rows = self.store.cron_states(self._held if self._entries else None)
+            state, rows = self.store.cron_states(self._held if self._entries else None,
+                                                 self._make)
             self._apply(rows)
         finally:
             if collecting:
@@ -272,7 +343,8 @@ class Engine:
         if self._state is None:
             self.load()
             return
-        state, rows = self.store.changes(self._since, self._state.xmin, self._held)
+        state, rows = self.store.changes(self._since, self._state.xmin, self._held,
+                                         self._make)
         self._apply(rows)
         if (state.total, state.fingerprint) != (len(self._entries), self._state.fingerprint):
             self._reconcile()  # rows were inserted or deleted
@@ -289,7 +361,8 @@ class Engine:
             del self._entries[name]  # its queued instant goes stale and is dropped
         missing = [n for n in present if n not in self._entries]
         for start in range(0, len(missing), SWEEP_SLICE):
-            self._apply(self.store.cron_states_by_name(missing[start:start + SWEEP_SLICE]))
+            self._apply([self._entry(row) for row in self.store.cron_states_by_name(
+                missing[start:start + SWEEP_SLICE])])
 
     @property
     def sweeping(self) -> bool:
@@ -311,14 +384,42 @@ class Engine:
             self._next_slice = now
         if now < self._next_slice:
             return
-        last, rows = self.store.cron_states_after(self._sweep_after, SWEEP_SLICE, self._held)
+        last, rows = self.store.cron_states_after(self._sweep_after, SWEEP_SLICE, self._held,
+                                                  self._make)
         self._apply(rows)
         self._sweep_after = last  # None after the last slice
         self._next_slice = now + SWEEP_SLICE / SWEEP_RATE
 
-    def _held(self, name: str) -> CronState | None:
-        entry = self._entries.get(name)
-        return None if entry is None else entry.row
+    def _held(self, name: str) -> _Entry | None:
+        return self._entries.get(name)
+
+    def _make(self, name: str, cron_expr: str, timezone: str, missed_fire_policy: str,
+              last_enqueued_at: datetime | None, created_at: datetime, updated_at: datetime,
+              paused_at: datetime | None) -> _Entry:
+        """A row read, as the engine holds it (the stores' ``make``)."""
+        key = (cron_expr, timezone, missed_fire_policy)
+        kind = self._kinds.get(key)
+        if kind is None:
+            kind = self._kind(*key)
+        return _Entry(name, kind, last_enqueued_at, created_at, updated_at, paused_at)
+
+    def _entry(self, row: CronState) -> _Entry:
+        return self._make(row.name, *columns_of(row))
+
+    def _kind(self, cron_expr: str, timezone: str, missed_fire_policy: str) -> _Kind:
+        calendar = None
+        problem = None
+        try:
+            calendar = calendar_for(cron_expr, timezone)
+        except ScheduleError as exc:
+            problem = str(exc)
+        if problem is None and missed_fire_policy not in POLICIES:
+            problem = f"unknown missed-fire policy {missed_fire_policy!r}"
+        kind = _Kind(cron_expr, timezone, missed_fire_policy,
+                     calendar if problem is None else None, problem)
+        if len(self._kinds) < KIND_CACHE:
+            self._kinds[(cron_expr, timezone, missed_fire_policy)] = kind
+        return kind
 
     def _adopt_state(self, state: TableState) -> None:
         self._state = state
@@ -326,36 +427,26 @@ class Engine:
         # rows changed long ago must not come back on every refresh.
         self._since = max(self._since, state.db_now - REFRESH_OVERLAP)
 
-    def _apply(self, rows: Iterable[CronState]) -> None:
+    def _apply(self, rows: Iterable[_Entry]) -> None:
         # Rows read together often share their calendar and cursor (schedules synced or
         # fired in the same second): their next due instant is worked out once.
         self._due_memo = {}
         try:
-            for row in rows:
-                current = self._entries.get(row.name)
-                if current is not None and current.row == row:
+            for entry in rows:
+                current = self._entries.get(entry.name)
+                if current is not None and current.same(entry):
                     continue
-                self._set(row)
+                self._set(entry)
         finally:
             self._due_memo = None
 
-    def _set(self, row: CronState) -> None:
-        calendar = None
-        problem = None
-        try:
-            calendar = calendar_for(row.cron_expr, row.timezone)
-        except ScheduleError as exc:
-            problem = str(exc)
-        if problem is None and row.missed_fire_policy not in POLICIES:
-            problem = f"unknown missed-fire policy {row.missed_fire_policy!r}"
-        if problem is not None:
-            self._report_invalid(row, problem)
-            calendar = None
-        entry = _Entry(row, calendar, None)
-        self._entries[row.name] = entry
+    def _set(self, entry: _Entry) -> None:
+        if entry.kind.problem is not None:
+            self._report_invalid(entry, entry.kind.problem)
+        self._entries[entry.name] = entry
         self._schedule(entry)
 
-    def _report_invalid(self, row: CronState, problem: str) -> None:
+    def _report_invalid(self, row: _Entry, problem: str) -> None:
         key = (row.updated_at, problem)
         if self._reported.get(row.name) != key:
             self._reported[row.name] = key
@@ -363,7 +454,7 @@ class Engine:
                   "beat: schedule %r is invalid and is skipped until it changes: %s",
                   row.name, problem, schedule=row.name, problem=problem)
 
-    def _report_failed(self, row: CronState, error: str) -> None:
+    def _report_failed(self, row: _Entry, error: str) -> None:
         key = (row.updated_at, error)
         if self._reported.get(row.name) != key:
             self._reported[row.name] = key
@@ -372,19 +463,18 @@ class Engine:
                   row.name, RETRY_DELAY, error, schedule=row.name, error=error)
 
     def _schedule(self, entry: _Entry, *, at: float | None = None) -> None:
-        row = entry.row
-        if entry.calendar is None or row.paused_at is not None:
+        if entry.kind.calendar is None or entry.paused_at is not None:
             entry.due = None
             return
         if at is None:
             at = self._first_due(entry)
         entry.due = at
         if at is not None:
-            self._queue.push(at, row.name)
+            self._queue.push(at, entry.name)
 
     def _first_due(self, entry: _Entry) -> float | None:
         """When the row first has something due, by Awa's rules."""
-        row, calendar = entry.row, entry.calendar
+        row, calendar = entry, entry.kind.calendar
         assert calendar is not None
         memo = self._due_memo
         # Everything the answer depends on (calendar_for returns one object per pair).
@@ -467,7 +557,7 @@ class Engine:
             due, name = item
             entry = self._entries[name]
             entry.due = None
-            row = entry.row
+            row = entry
             assert entry.calendar is not None
             fires = due_fires(entry.calendar, last_enqueued_at=row.last_enqueued_at,
                               created_at=row.created_at, now=now,
@@ -537,12 +627,12 @@ class Engine:
                           "pass; the rest follow in the next passes",
                           request.name, self.catch_up_limit, schedule=request.name)
                 # As the row now reads, so that the next refresh finds nothing new in it.
-                entry.row = replace(entry.row, last_enqueued_at=request.fire_times[-1],
-                                    updated_at=fired[request.name] or entry.row.updated_at)
+                entry.last_enqueued_at = request.fire_times[-1]
+                entry.updated_at = fired[request.name] or entry.updated_at
                 self._schedule(entry)
             elif request.name in result.failed:
                 self._skipped(request, "failed")
-                self._report_failed(entry.row, result.failed[request.name])
+                self._report_failed(entry, result.failed[request.name])
                 self._schedule(entry, at=now_epoch + RETRY_DELAY)
                 self._retrying.add(request.name)
             else:
@@ -566,11 +656,15 @@ class Engine:
                 elif invalid:
                     # Unchanged and not paused, yet not fired: its job breaks Awa's limits
                     # (priority 1-4, at most 20 tags, kind and queue at most 200 characters).
-                    self._report_invalid(row, "its job would break Awa's limits (priority 1-4, "
-                                         "at most 20 tags, kind and queue <= 200 characters)")
-                    self._entries[name] = _Entry(row, None, None)
+                    problem = ("its job would break Awa's limits (priority 1-4, at most 20 tags,"
+                               " kind and queue <= 200 characters)")
+                    held = _Entry(name, _Kind(row.cron_expr, row.timezone,
+                                              row.missed_fire_policy, None, problem),
+                                  *columns_of(row)[3:])
+                    self._report_invalid(held, problem)
+                    self._entries[name] = held
                 else:
-                    self._set(row)
+                    self._set(self._entry(row))
 
     def _skipped(self, request: FireRequest, reason: str) -> None:
         self.stats.skipped[reason] += len(request.fire_times)
@@ -591,7 +685,7 @@ class Engine:
         for entry in entries:
             if entry.calendar is None:
                 invalid += 1
-            elif entry.row.paused_at is not None:
+            elif entry.paused_at is not None:
                 paused += 1
             elif entry.due is not None and entry.due < before:
                 overdue += 1
@@ -610,7 +704,7 @@ class Engine:
         return [entry.row for entry in self._entries.values()]
 
 
-def _left_out(calendar: Calendar, row: CronState, fires: Sequence[datetime]
+def _left_out(calendar: Calendar, row: _Entry, fires: Sequence[datetime]
               ) -> Coalesced | None:
     """The fires a coalesce passed over before ``fires``: one calendar step when there
     were none (every normal fire), counted only after downtime or a pause."""

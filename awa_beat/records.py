@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from .markers import RETIRED_BY
 
@@ -117,6 +117,40 @@ class CronState:
     created_at: datetime
     updated_at: datetime
     paused_at: datetime | None
+
+
+class EvaluatorColumns(Protocol):
+    """A row's evaluator columns, however its holder keeps them (a :class:`CronState`,
+    or the engine's own entry)."""
+
+    @property
+    def cron_expr(self) -> str: ...
+    @property
+    def timezone(self) -> str: ...
+    @property
+    def missed_fire_policy(self) -> str: ...
+    @property
+    def last_enqueued_at(self) -> datetime | None: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def updated_at(self) -> datetime: ...
+    @property
+    def paused_at(self) -> datetime | None: ...
+
+
+#: A row's columns after its name, in the order of :class:`CronState`'s fields.
+Columns = tuple[str, str, str, "datetime | None", datetime, datetime, "datetime | None"]
+#: What builds a row read for the evaluator from its name and its columns.
+RowMaker = Callable[..., Any]
+#: What a reader of rows is told of the rows its caller holds: the held one, or None.
+Held = Callable[[str], "EvaluatorColumns | None"]
+
+
+def columns_of(row: EvaluatorColumns) -> Columns:
+    """The row's columns after its name, to compare with a row read."""
+    return (row.cron_expr, row.timezone, row.missed_fire_policy, row.last_enqueued_at,
+            row.created_at, row.updated_at, row.paused_at)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -34,13 +34,17 @@ from .markers import RETIRED_BY
 from .records import (
     Contact,
     CronState,
+    EvaluatorColumns,
     Fence,
     FiredJob,
     FireRequest,
     FireResult,
+    Held,
+    RowMaker,
     ScheduleRow,
     SyncResult,
     TableState,
+    columns_of,
 )
 from .sql import queries
 
@@ -119,22 +123,23 @@ def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
 
-def _same(held: CronState | None, r: Sequence[Any]) -> bool:
+def _same(held: EvaluatorColumns | None, r: Sequence[Any]) -> bool:
     """Whether a row read (the cron_states columns) is ``held`` as it is: compared
-    field by field, without building a CronState for every row of a sweep."""
-    return held is not None and (
-        held.cron_expr, held.timezone, held.missed_fire_policy, held.last_enqueued_at,
-        held.created_at, held.updated_at, held.paused_at) == tuple(r[1:])
+    field by field, without building a row object for every row of a sweep."""
+    return held is not None and columns_of(held) == tuple(r[1:])
 
 
-def _cron_state(r: Sequence[Any], times: dict[Any, Any] | None = None) -> CronState:
-    # Expressions, zones and policies repeat across rows: one string each, not one per row.
-    # So do timestamps (rows synced in one statement, fired in one batch): with ``times``,
-    # rows read together share one object per distinct instant.
-    text = [sys.intern(v) if type(v) is str else v for v in r[1:4]]
-    if times is None:
-        return CronState(r[0], *text, *r[4:])
-    return CronState(r[0], *text, *[times.setdefault(v, v) for v in r[4:]])
+def _cron_state(r: Sequence[Any], make: RowMaker = CronState) -> Any:
+    # Expressions, zones and policies repeat across rows: one string each, not one per row
+    # (a ``make`` of the caller's own shares them its own way).
+    if make is CronState:
+        return CronState(r[0], *[sys.intern(v) if type(v) is str else v for v in r[1:4]],
+                         *r[4:])
+    return make(*r)
+
+
+def _same_text(text: str) -> str:
+    return text
 
 
 #: See migration 0007; the payload is the table's name.
@@ -296,22 +301,32 @@ class Store:
 
     # -- the evaluator's view: lean rows, since it holds every one in memory --------------
 
-    def cron_states(self, held: Callable[[str], CronState | None] | None = None,
-                    ) -> tuple[TableState, list[CronState]]:
+    def cron_states(self, held: Held | None = None, make: RowMaker = CronState,
+                    ) -> tuple[TableState, list[Any]]:
         """Every row (the evaluator's columns) and the table's fingerprint, one snapshot,
-        less the rows equal to what ``held(name)`` returns (dropped as they arrive)."""
-        rows: list[CronState] = []
+        less the rows equal to what ``held(name)`` returns (dropped as they arrive). Each
+        row is ``make(name, *columns)``: :class:`CronState` unless the caller keeps rows
+        in a form of its own, which is then built once per row, not a CronState and then
+        its own form (a load would hold both for every row at once)."""
+        rows: list[Any] = []
         with self._conn() as conn, wrap_errors("reading schedules"), conn.transaction():
             conn.execute(queries["repeatable_read"])
             state = TableState(*conn.execute(queries["table_fingerprint"]).fetchone())
             # A server-side cursor, so the rows never sit in memory twice at once.
             with conn.cursor(name="awa_beat_cron_states") as cur:
-                cur.itersize = 5000
-                times: dict[Any, Any] = {}
-                for r in cur.execute(queries["cron_states"]):
-                    if held is not None and _same(held(r[0]), r):
-                        continue
-                    rows.append(_cron_state(r, times))
+                cur.execute(queries["cron_states"])
+                # Rows read together share one object per distinct instant (rows synced
+                # in one statement or fired in one batch have the same timestamps).
+                share = {}.setdefault
+                intern = sys.intern if make is CronState else _same_text
+                while batch := cur.fetchmany(5000):
+                    for name, expr, zone, policy, last, created, updated, paused in batch:
+                        if held is not None and _same(held(name), (
+                                name, expr, zone, policy, last, created, updated, paused)):
+                            continue
+                        rows.append(make(name, intern(expr), intern(zone), intern(policy),
+                                         share(last, last), share(created, created),
+                                         share(updated, updated), share(paused, paused)))
         return state, rows
 
     def cron_names(self) -> list[str]:
@@ -319,21 +334,21 @@ class Store:
         with self._conn() as conn, wrap_errors("reading schedules"):
             return [r[0] for r in conn.execute(queries["cron_names"])]
 
-    def cron_states_after(self, after: str, limit: int,
-                          held: Callable[[str], CronState | None] | None = None,
-                          ) -> tuple[str | None, list[CronState]]:
+    def cron_states_after(self, after: str, limit: int, held: Held | None = None,
+                          make: RowMaker = CronState) -> tuple[str | None, list[Any]]:
         """A slice of the rows in name order (see :meth:`Engine.sweep
         <awa_beat.engine.Engine.sweep>`): those after ``after``, at most ``limit``, less
         the ones equal to what ``held(name)`` returns; with the last name read, or None
-        when the slice reached the end."""
-        rows: list[CronState] = []
+        when the slice reached the end. Rows are built by ``make``, as in
+        :meth:`cron_states`."""
+        rows: list[Any] = []
         count, last = 0, None
         with self._conn() as conn, wrap_errors("reading schedules"):
             for r in conn.execute(queries["cron_states_after"],
                                   {"after": after, "limit": limit}):
                 count, last = count + 1, r[0]
                 if held is None or not _same(held(r[0]), r):
-                    rows.append(_cron_state(r))
+                    rows.append(_cron_state(r, make))
         return (last if count == limit else None), rows
 
     def cron_states_by_name(self, names: Sequence[str]) -> list[CronState]:
@@ -343,14 +358,15 @@ class Store:
                                                          {"names": list(names)})]
 
     def changes(self, since: datetime, seen_xmin: int | None = None,
-                held: Callable[[str], CronState | None] | None = None,
-                ) -> tuple[TableState, list[CronState]]:
+                held: Held | None = None, make: RowMaker = CronState,
+                ) -> tuple[TableState, list[Any]]:
         """The table's fingerprint and the rows whose ``updated_at`` is after ``since``,
         less those written by transactions below ``seen_xmin`` (the ``xmin`` of an
         earlier read's :class:`TableState`, which returned them), and less those equal
         to what ``held(name)`` returns (streamed: after a burst of fires, the fired rows
-        come back once and are dropped as they arrive)."""
-        rows: list[CronState] = []
+        come back once and are dropped as they arrive). Rows are built by ``make``, as
+        in :meth:`cron_states`."""
+        rows: list[Any] = []
         state = None
         with self._conn() as conn, wrap_errors("reading schedule changes"):
             for r in conn.cursor().stream(queries["changed_schedules"],
@@ -360,7 +376,7 @@ class Store:
                 if r[4] is None:
                     continue
                 if held is None or not _same(held(r[4]), r[4:]):
-                    rows.append(_cron_state(r[4:]))
+                    rows.append(_cron_state(r[4:], make))
         assert state is not None  # the statement always returns the fingerprint row
         return state, rows
 

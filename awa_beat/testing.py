@@ -26,7 +26,18 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from .errors import DatabaseUnavailable, SchemaError
 from .markers import RETIRED_BY, max_runs
-from .records import Contact, CronState, FiredJob, FireRequest, FireResult, SyncResult, TableState
+from .records import (
+    Contact,
+    CronState,
+    FiredJob,
+    FireRequest,
+    FireResult,
+    Held,
+    RowMaker,
+    SyncResult,
+    TableState,
+    columns_of,
+)
 from .sql import queries
 from .store import Store, SyncBatch
 
@@ -197,6 +208,18 @@ def actions(records: Iterable[Any]) -> list[str]:
 # -- an in-memory store and leadership, for engine and node tests without a database ------
 
 
+def _held_as(held: Held | None, row: CronState) -> bool:
+    """Whether ``held`` has ``row`` as it is stored (a store's readers leave those out)."""
+    if held is None:
+        return False
+    current = held(row.name)
+    return current is not None and columns_of(current) == columns_of(row)
+
+
+def _made(row: CronState, make: RowMaker) -> Any:
+    return row if make is CronState else make(row.name, *columns_of(row))
+
+
 class MemoryStore:
     """The store's contract in memory, compare-and-swap included, for unit tests of the
     engine and the node (:class:`~awa_beat.engine.EngineStore`,
@@ -313,30 +336,29 @@ class MemoryStore:
     def _state(self) -> TableState:
         return TableState(len(self.rows), sum(hash(n) for n in self.rows), self.clock())
 
-    def cron_states(self, held: Callable[[str], CronState | None] | None = None,
-                    ) -> tuple[TableState, list[CronState]]:
+    def cron_states(self, held: Held | None = None, make: RowMaker = CronState,
+                    ) -> tuple[TableState, list[Any]]:
         self._call("cron_states")
-        return self._state(), [r for r in self.rows.values()
-                               if held is None or held(r.name) != r]
+        return self._state(), [_made(r, make) for r in self.rows.values()
+                               if not _held_as(held, r)]
 
     def cron_names(self) -> list[str]:
         self._call("cron_names")
         return list(self.rows)
 
-    def cron_states_after(self, after: str, limit: int,
-                          held: Callable[[str], CronState | None] | None = None,
-                          ) -> tuple[str | None, list[CronState]]:
+    def cron_states_after(self, after: str, limit: int, held: Held | None = None,
+                          make: RowMaker = CronState) -> tuple[str | None, list[Any]]:
         self._call("cron_states_after")
         names = sorted(n for n in self.rows if n > after)[:limit]
-        rows = [self.rows[n] for n in names if held is None or held(n) != self.rows[n]]
+        rows = [_made(self.rows[n], make) for n in names if not _held_as(held, self.rows[n])]
         return (names[-1] if len(names) == limit else None), rows
 
     def changes(self, since: datetime, seen_xmin: int | None = None,
-                held: Callable[[str], CronState | None] | None = None,
-                ) -> tuple[TableState, list[CronState]]:
+                held: Held | None = None, make: RowMaker = CronState,
+                ) -> tuple[TableState, list[Any]]:
         self._call("changes")
-        rows = [r for r in self.rows.values() if r.updated_at > since
-                and (held is None or held(r.name) != r)]
+        rows = [_made(r, make) for r in self.rows.values() if r.updated_at > since
+                and not _held_as(held, r)]
         return self._state(), rows
 
     def cron_states_by_name(self, names: Sequence[str]) -> list[CronState]:

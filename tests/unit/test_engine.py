@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from datetime import datetime, timedelta, timezone
 
@@ -116,7 +117,7 @@ def test_the_periodic_sweep_reads_a_slice_per_pass_and_sees_a_late_commit(
     engine.load()
     # As a transaction that took its now() long ago and committed just now would write:
     # outside every refresh's lookback.
-    store.rows["s4"] = engine_module.replace(store.rows["s4"], cron_expr="* * * * *")
+    store.rows["s4"] = dataclasses.replace(store.rows["s4"], cron_expr="* * * * *")
     clock.advance(seconds=engine_module.FULL_RELOAD_INTERVAL)
     pause = engine_module.SWEEP_SLICE / engine_module.SWEEP_RATE
     slices = 0

@@ -36,8 +36,8 @@ def rows(draw: st.DrawFn) -> list[CronState]:
 @given(rows())
 def test_rows_applied_together_are_due_when_each_alone_would_be(batch: list[CronState]) -> None:
     together = Engine(store=None)  # type: ignore[arg-type]  # _apply reads no database
-    together._apply(batch)
+    together._apply([together._entry(row) for row in batch])
     for row in batch:
         alone = Engine(store=None)  # type: ignore[arg-type]
-        alone._apply([row])
+        alone._apply([alone._entry(row)])
         assert together._entries[row.name].due == alone._entries[row.name].due, row
