@@ -113,13 +113,29 @@ WITH input AS (
                   %(tags)b::text[], %(metadata)b::text[], %(policies)b::text[])
            AS r(name, cron_expr, timezone, kind, queue, args, priority, max_attempts,
                 tags, metadata, missed_fire_policy)
+), changed AS (
+    -- ON CONFLICT DO UPDATE locks every row it meets, even one its WHERE then leaves
+    -- alone (a lock is a write, logged): rows stored as given are left out first, so a
+    -- restart with an unchanged schedule writes nothing. A row changed by another
+    -- transaction after this snapshot is left as that one wrote it.
+    -- Probed by name, row by row (OFFSET 0 keeps the lateral subquery a parameterized
+    -- index scan): a hash join would read the whole table for every batch.
+    SELECT i.* FROM input i
+      LEFT JOIN LATERAL (SELECT * FROM awa.cron_jobs c WHERE c.name = i.name OFFSET 0) c
+        ON true
+     WHERE c.name IS NULL
+        OR (c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
+            c.tags, c.metadata, c.missed_fire_policy)
+           IS DISTINCT FROM
+           (i.cron_expr, i.timezone, i.kind, i.queue, i.args, i.priority, i.max_attempts,
+            i.tags, i.metadata, i.missed_fire_policy)
 ), upserted AS (
     INSERT INTO awa.cron_jobs AS c (
            name, cron_expr, timezone, kind, queue, args, priority, max_attempts, tags,
            metadata, missed_fire_policy, last_enqueued_at)
     SELECT name, cron_expr, timezone, kind, queue, args, priority, max_attempts, tags,
            metadata, missed_fire_policy, date_trunc('second', now())
-      FROM input
+      FROM changed
     ON CONFLICT (name) DO UPDATE
        SET cron_expr = EXCLUDED.cron_expr, timezone = EXCLUDED.timezone,
            kind = EXCLUDED.kind, queue = EXCLUDED.queue, args = EXCLUDED.args,
@@ -143,7 +159,10 @@ WITH input AS (
     RETURNING (xmax = 0) AS inserted
 ), owned AS (
     INSERT INTO awa_beat.schedules AS s (name, deployment)
-    SELECT name, %(deployment)s FROM input
+    SELECT i.name, %(deployment)s FROM input i
+      LEFT JOIN LATERAL (SELECT o.deployment FROM awa_beat.schedules o
+                          WHERE o.name = i.name OFFSET 0) o ON true
+     WHERE o.deployment IS DISTINCT FROM %(deployment)s
     ON CONFLICT (name) DO UPDATE SET deployment = EXCLUDED.deployment
      WHERE s.deployment IS DISTINCT FROM EXCLUDED.deployment AND s.owner = 'config'
 )

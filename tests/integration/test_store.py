@@ -96,6 +96,24 @@ def test_unchanged_resync_does_not_touch_updated_at(store: Store) -> None:
     assert store.get("a").updated_at == first
 
 
+def test_unchanged_resync_writes_nothing_not_even_a_row_lock(store: Store, conn) -> None:
+    # ON CONFLICT DO UPDATE locks each row it meets (xmax set, a WAL record) even when its
+    # WHERE leaves the row alone; a restart with an unchanged schedule must not.
+    store.sync([row("a"), row("b")], deployment="proj")
+    conn.execute("VACUUM awa.cron_jobs")
+    before = conn.execute("SELECT name, ctid, xmax::text FROM awa.cron_jobs ORDER BY name"
+                          ).fetchall()
+    owners = conn.execute("SELECT name, ctid, xmax::text FROM awa_beat.schedules"
+                          " ORDER BY name").fetchall()
+    store.sync([row("a"), row("b", cron_expr="0 5 * * *")], deployment="proj")
+    after = dict((n, (c, x)) for n, c, x in conn.execute(
+        "SELECT name, ctid, xmax::text FROM awa.cron_jobs ORDER BY name"))
+    assert after["a"] == (before[0][1], "0")  # untouched: same tuple, never locked
+    assert after["b"][0] != before[1][1]  # b changed: a new version
+    assert conn.execute("SELECT name, ctid, xmax::text FROM awa_beat.schedules"
+                        " ORDER BY name").fetchall() == owners
+
+
 def test_fire_inserts_job_and_moves_cursor_atomically(store: Store, conn) -> None:
     store.sync([row("a")], deployment="proj")
     set_cursor(conn, "a", T0)
