@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
+from .bulk import collector_paused
 from .due_queue import DueQueue
 from .errors import ScheduleError, StoreError
 from .fire_times import (
@@ -305,17 +306,10 @@ class Engine:
         # table never holds it twice.
         first = self._state is None
         started = time.perf_counter()
-        # The cyclic collector would walk every object made so far, several times over,
-        # while a million rows come in; none of them is part of a cycle.
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
+        with collector_paused():
             state, rows = self.store.cron_states(self._held if self._entries else None,
                                                  self._make)
             self._apply(rows)
-        finally:
-            if collecting:
-                gc.enable()
         # Every stored row now has an entry, so more entries than rows means some were
         # deleted; the names are read again only then (deletions are rare).
         if len(self._entries) > state.total:

@@ -110,7 +110,7 @@ class Bounds:
                                 f"{instant_text(self.start)}: it would never fire")
 
     def __bool__(self) -> bool:
-        return self != Bounds()
+        return self.start is not None or self.end is not None or self.runs is not None
 
     def text(self) -> str:
         parts = []

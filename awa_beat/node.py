@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
+from .bulk import collector_paused
 from .config import Settings, celery_dispatch_refused
 from .engine import Engine, EngineStore, utcnow
 from .errors import AwaBeatError, DatabaseUnavailable, SchemaError, StoreError
@@ -178,7 +179,7 @@ class NodeStore(EngineStore, Protocol):
     def migrate(self) -> Any: ...
     def sync(self, rows: SyncBatch) -> Any: ...
     def analyze_if_stale(self) -> bool: ...
-    def owned_names(self, deployment: str) -> list[str]: ...
+    def orphaned_names(self, deployment: str, configured: Sequence[str]) -> list[str]: ...
     def runtime_owned_names(self, names: Sequence[str]) -> list[str]: ...
     def heartbeat(self, **beat: Any) -> None: ...
     def beat_gone(self, identity: str) -> None: ...
@@ -237,9 +238,10 @@ def _default_leadership(url: str, lock_key: int,
 def encode_batches(specs: Sequence[ScheduleSpec], deployment: str) -> list[SyncBatch]:
     """The configuration as sync statements of RESYNC_SLICE rows, encoded once."""
     shared: dict[Any, Any] = {}
-    return [SyncBatch.encode([spec.row(deployment) for spec in specs[i:i + RESYNC_SLICE]],
-                             deployment, shared)
-            for i in range(0, len(specs), RESYNC_SLICE)]
+    with collector_paused():
+        return [SyncBatch.encode([spec.row(deployment) for spec in specs[i:i + RESYNC_SLICE]],
+                                 deployment, shared)
+                for i in range(0, len(specs), RESYNC_SLICE)]
 
 
 class BeatNode:
@@ -564,13 +566,11 @@ class BeatNode:
     def _warn_orphans(self) -> None:
         assert self.store is not None
         deployment = self.settings.deployment
-        configured = set(self.configured_names())
-        for name in self.store.owned_names(deployment):
-            if name not in configured:
-                event(logger, logging.WARNING, "schedule.orphan",
-                      "beat: schedule %r is stored (deployment %r) but no longer in "
-                      "beat_schedule; it keeps firing until removed: `awa-beat remove %s`",
-                      name, deployment, name, schedule=name, deployment=deployment)
+        for name in self.store.orphaned_names(deployment, list(self.configured_names())):
+            event(logger, logging.WARNING, "schedule.orphan",
+                  "beat: schedule %r is stored (deployment %r) but no longer in "
+                  "beat_schedule; it keeps firing until removed: `awa-beat remove %s`",
+                  name, deployment, name, schedule=name, deployment=deployment)
 
     def _warn_conflicts(self) -> None:
         """Entries of beat_schedule whose row was written at run time (the Python API,

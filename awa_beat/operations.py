@@ -667,8 +667,7 @@ class Operations:
         the configuration is unknown."""
         if self._configured is None or self.deployment is None:
             return None
-        configured = set(self._configured())
-        return [n for n in self.store.owned_names(self.deployment) if n not in configured]
+        return self.store.orphaned_names(self.deployment, list(self._configured()))
 
     # -- the dashboard ----------------------------------------------------------------------
 

@@ -85,8 +85,10 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from types import MappingProxyType
 from typing import Any
 
+from .bulk import collector_paused
 from .calendars import at
 from .cron import CronExpression, load_timezone
 from .errors import ScheduleError, ValidationError
@@ -119,9 +121,12 @@ DISPATCHES = ("celery", "awa")
 #: Metadata keys written on every fired job; a user value would be overwritten.
 RESERVED_METADATA = {"cron_name", "cron_fire_time", "triggered_manually", "celery", "awa_beat"}
 _ENTRY_KEYS = {"task", "schedule", "args", "kwargs", "options", "relative"}
+#: The empty mapping every spec without kwargs, options, metadata or outcomes shares (a
+#: large beat_schedule would otherwise hold four empty dicts per entry).
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ScheduleSpec:
     """One validated schedule. Build it with :func:`spec_from_entry` or directly."""
 
@@ -202,10 +207,11 @@ def specs_from_beat_schedule(
         load_timezone(default_timezone)
     except ScheduleError as exc:
         problems.add("(app)", "timezone", str(exc))
-    for name, entry in beat_schedule.items():
-        spec = _convert(name, entry, default_timezone, default_dispatch, problems)
-        if spec is not None:
-            specs.append(spec)
+    with collector_paused():
+        for name, entry in beat_schedule.items():
+            spec = _convert(name, entry, default_timezone, default_dispatch, problems)
+            if spec is not None:
+                specs.append(spec)
     if problems.items:
         raise ValidationError(problems.items)
     return specs
@@ -225,11 +231,15 @@ def _convert(name: Any, entry: Any, default_tz: str, default_dispatch: str,
         problems.add(label, "name", "must be a non-empty string")
     elif "\x00" in name:
         problems.add(label, "name", "must not contain NUL characters")
-    if not isinstance(entry, Mapping):
+    # type() first: a large beat_schedule is plain dicts and lists, and an isinstance
+    # check against an abstract class costs more than the rest of the line.
+    if type(entry) is not dict and not isinstance(entry, Mapping):
         problems.add(label, "entry", f"must be a dict, not {type(entry).__name__}")
         return None
-    for key in sorted(set(entry) - _ENTRY_KEYS, key=str):
-        problems.add(label, str(key), f"unknown key; an entry has {', '.join(sorted(_ENTRY_KEYS))}")
+    if not _ENTRY_KEYS.issuperset(entry):
+        for key in sorted(set(entry) - _ENTRY_KEYS, key=str):
+            problems.add(label, str(key),
+                         f"unknown key; an entry has {', '.join(sorted(_ENTRY_KEYS))}")
 
     task = entry.get("task")
     if not isinstance(task, str) or not task:
@@ -240,30 +250,33 @@ def _convert(name: Any, entry: Any, default_tz: str, default_dispatch: str,
         problems.add(label, "task", "must not contain NUL characters")
 
     args = entry.get("args") or ()
-    if isinstance(args, (str, bytes)) or not isinstance(args, Iterable):
+    if type(args) not in (list, tuple) and (
+            isinstance(args, (str, bytes)) or not isinstance(args, Iterable)):
         problems.add(label, "args", "must be a list or tuple")
         args = ()
     args = tuple(args)
     _check_json(label, "args", list(args), problems)
     kwargs = entry.get("kwargs") or {}
-    if not isinstance(kwargs, Mapping):
+    if type(kwargs) is not dict and not isinstance(kwargs, Mapping):
         problems.add(label, "kwargs", "must be a dict")
         kwargs = {}
-    _check_json(label, "kwargs", dict(kwargs), problems)
+    if kwargs:
+        _check_json(label, "kwargs", dict(kwargs), problems)
 
     options = entry.get("options") or {}
-    if not isinstance(options, Mapping):
+    if type(options) is not dict and not isinstance(options, Mapping):
         problems.add(label, "options", "must be a dict of apply_async options")
         options = {}
     options = dict(options)
     awa = options.pop(AWA_BEAT_OPTION, None) or {}
-    if not isinstance(awa, Mapping):
+    if type(awa) is not dict and not isinstance(awa, Mapping):
         problems.add(label, "options.awa_beat", "must be a dict")
         awa = {}
-    options = _json_options(label, options, problems)
-    for key in sorted(set(awa) - _AWA_KEYS, key=str):
-        problems.add(label, f"options.awa_beat.{key}",
-                     f"unknown setting; allowed: {', '.join(sorted(_AWA_KEYS))}")
+    options = _json_options(label, options, problems) if options else {}
+    if not _AWA_KEYS.issuperset(awa):
+        for key in sorted(set(awa) - _AWA_KEYS, key=str):
+            problems.add(label, f"options.awa_beat.{key}",
+                         f"unknown setting; allowed: {', '.join(sorted(_AWA_KEYS))}")
 
     tz = awa.get("timezone", default_tz)
     if not isinstance(tz, str):
@@ -311,7 +324,8 @@ def _convert(name: Any, entry: Any, default_tz: str, default_dispatch: str,
         problems.add(label, "options.awa_beat.max_attempts",
                      f"{max_attempts!r} is out of range; allowed 1 to 1000")
     tags = awa.get("tags") or ()
-    if isinstance(tags, str) or not isinstance(tags, Iterable) or not all(
+    if (type(tags) not in (list, tuple) and (
+            isinstance(tags, str) or not isinstance(tags, Iterable))) or not all(
         isinstance(t, str) and "\x00" not in t for t in tags
     ):
         problems.add(label, "options.awa_beat.tags", "must be a list of strings")
@@ -319,10 +333,10 @@ def _convert(name: Any, entry: Any, default_tz: str, default_dispatch: str,
     elif len(tuple(tags)) > 20:
         problems.add(label, "options.awa_beat.tags", "at most 20 tags (Awa's limit)")
     metadata = awa.get("metadata") or {}
-    if not isinstance(metadata, Mapping):
+    if type(metadata) is not dict and not isinstance(metadata, Mapping):
         problems.add(label, "options.awa_beat.metadata", "must be a dict")
         metadata = {}
-    else:
+    elif metadata:
         _check_json(label, "options.awa_beat.metadata", dict(metadata), problems)
         for key in sorted(RESERVED_METADATA & set(metadata)):
             problems.add(label, f"options.awa_beat.metadata.{key}",
@@ -334,9 +348,11 @@ def _convert(name: Any, entry: Any, default_tz: str, default_dispatch: str,
         return None
     return ScheduleSpec(
         name=name, kind=task, cron_expr=cron_expr, timezone=tz, args=args,
-        kwargs=dict(kwargs), options=options, missed_fire_policy=policy, queue=queue,
-        priority=int(priority), max_attempts=int(max_attempts), tags=tuple(tags),
-        metadata=dict(metadata), dispatch=dispatch, metrics=metrics, outcomes=outcomes,
+        kwargs=dict(kwargs) if kwargs else _EMPTY, options=options or _EMPTY,
+        missed_fire_policy=policy, queue=queue, priority=int(priority),
+        max_attempts=int(max_attempts), tags=tuple(tags),
+        metadata=dict(metadata) if metadata else _EMPTY, dispatch=dispatch, metrics=metrics,
+        outcomes=outcomes or _EMPTY,
     )
 
 
@@ -457,16 +473,16 @@ def to_cron_expression(schedule: Any) -> tuple[str, str | None]:
     start), or None for the entry's own. Raises ScheduleError for what cannot be stored
     without changing its calendar.
     """
-    from celery import schedules as cs  # Celery is optional for the pure parts' users
-
-    if schedule is None:
-        raise ScheduleError("is missing; give a crontab, a number of seconds or a timedelta")
     if isinstance(schedule, str):
         if is_marker(schedule):
             calendar_for(schedule, "UTC")  # one of our own markers, e.g. from `export`
             return schedule, None
         CronExpression.parse(schedule)
         return schedule, None
+    from celery import schedules as cs  # Celery is optional for the pure parts' users
+
+    if schedule is None:
+        raise ScheduleError("is missing; give a crontab, a number of seconds or a timedelta")
     if isinstance(schedule, at):
         return at_marker(schedule.instant), "UTC"
     if isinstance(schedule, cs.solar):

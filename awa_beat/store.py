@@ -380,11 +380,12 @@ class Store:
         assert state is not None  # the statement always returns the fingerprint row
         return state, rows
 
-    def owned_names(self, deployment: str) -> list[str]:
-        """Names that ``deployment`` registered (to spot rows its config no longer has)."""
+    def orphaned_names(self, deployment: str, configured: Sequence[str]) -> list[str]:
+        """Names that ``deployment`` registered from its configuration and that are not
+        among ``configured`` (rows its beat_schedule no longer has)."""
         with self._conn() as conn, wrap_errors("reading schedules"):
-            return [r[0] for r in conn.execute(queries["owned_names"],
-                                               {"deployment": deployment})]
+            return [r[0] for r in conn.execute(queries["orphaned_names"], {
+                "deployment": deployment, "names": list(configured)})]
 
     def runtime_owned_names(self, names: Sequence[str]) -> list[str]:
         """Which of ``names`` were written at run time (a beat's sync skips those)."""
@@ -751,23 +752,42 @@ class SyncBatch:
     its configuration this way (a fraction of the memory of the row dicts, and nothing
     to encode again when it re-asserts them)."""
 
-    params: dict[str, Any]
+    columns: dict[str, Any]
+    """The parameters, except that a column whose every value is one object is held as
+    that object in a :class:`_Same` (most columns of a generated configuration)."""
     size: int
 
     @classmethod
     def encode(cls, rows: Sequence[dict[str, Any]], deployment: str,
                shared: dict[Any, Any] | None = None) -> SyncBatch:
         """``shared`` interns equal values (kinds, queues, expressions) across batches."""
-        params = sync_params(rows, deployment)
-        if shared is not None:
-            for key, values in params.items():
-                if isinstance(values, list) and key != "names":  # names never repeat
-                    params[key] = [shared.setdefault(v, v) for v in values]
-        return cls(params, len(rows))
+        columns = sync_params(rows, deployment)
+        for key, values in columns.items():
+            if not isinstance(values, list) or key == "names":  # names never repeat
+                continue
+            if shared is not None:
+                values = [shared.setdefault(v, v) for v in values]
+            first = values[0] if values else None
+            columns[key] = (_Same(first) if values and all(v is first for v in values)
+                            else values)
+        return cls(columns, len(rows))
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The bind parameters of ``upsert_schedules``."""
+        return {key: [value.value] * self.size if isinstance(value, _Same) else value
+                for key, value in self.columns.items()}
 
     @property
     def names(self) -> list[str]:
-        return self.params["names"]
+        return self.columns["names"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Same:
+    """A column of a :class:`SyncBatch` whose every row has this value."""
+
+    value: Any
 
 
 def sync_params(rows: Sequence[dict[str, Any]], deployment: str) -> dict[str, Any]:

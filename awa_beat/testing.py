@@ -325,9 +325,11 @@ class MemoryStore:
             self.owners[name] = p["deployment"]
         return SyncResult(inserted, updated, rows.size - inserted - updated)
 
-    def owned_names(self, deployment: str) -> list[str]:
-        self._call("owned_names")
-        return sorted(n for n, d in self.owners.items() if d == deployment and n in self.rows)
+    def orphaned_names(self, deployment: str, configured: Sequence[str]) -> list[str]:
+        self._call("orphaned_names")
+        keep = set(configured)
+        return sorted(n for n, d in self.owners.items()
+                      if d == deployment and n in self.rows and n not in keep)
 
     def runtime_owned_names(self, names: Sequence[str]) -> list[str]:
         self._call("runtime_owned_names")

@@ -518,12 +518,17 @@ SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.m
   FROM awa.cron_jobs c LEFT JOIN awa_beat.schedules s USING (name)
  WHERE c.name = ANY(%(names)s);
 
--- owned_names --
--- The names in ``deployment``'s beat_schedule when it last synced them (not those
--- written at run time, which no configuration owns).
+-- orphaned_names --
+-- The names ``deployment``'s beat_schedule registered (not those written at run time,
+-- which no configuration owns) that are not among ``names``, its configuration now:
+-- worked out by the server, so that a large configuration's names are not read back.
+-- EXCEPT, not NOT EXISTS over the array: the planner may not hash the array, and a
+-- nested loop over two large name lists is quadratic.
 SELECT name FROM awa_beat.schedules
  WHERE deployment = %(deployment)s AND owner = 'config'
- ORDER BY name;
+EXCEPT
+SELECT unnest(%(names)b::text[])
+ ORDER BY 1;
 
 -- runtime_owned_names --
 -- Which of the given names were written at run time (beat's sync leaves those alone).
