@@ -34,7 +34,8 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
@@ -280,7 +281,9 @@ class Engine:
         self._next_slice = 0.0
         self._reported: dict[str, tuple[datetime, str]] = {}
         self._due_memo: dict[tuple[Calendar, object], float | None] | None = None
-        """Next due instants by calendar and cursor, while rows are applied in bulk."""
+        """Next due instants by calendar and cursor, while rows are handled together."""
+        self._instants: dict[datetime, datetime] | None = None
+        """One object per instant, while rows are handled together."""
         self.last_lag: float | None = None
         """Seconds between the latest fire time of the last firing pass and its start."""
         self.stats = EngineStats()
@@ -421,18 +424,24 @@ class Engine:
         # rows changed long ago must not come back on every refresh.
         self._since = max(self._since, state.db_now - REFRESH_OVERLAP)
 
-    def _apply(self, rows: Iterable[_Entry]) -> None:
-        # Rows read together often share their calendar and cursor (schedules synced or
-        # fired in the same second): their next due instant is worked out once.
-        self._due_memo = {}
+    @contextmanager
+    def _together(self) -> Iterator[None]:
+        """Rows handled together often share their calendar and cursor (schedules
+        synced or fired in the same second): within the block their next due instant
+        is worked out once, and their new timestamps are one object each."""
+        self._due_memo, self._instants = {}, {}
         try:
+            yield
+        finally:
+            self._due_memo = self._instants = None
+
+    def _apply(self, rows: Iterable[_Entry]) -> None:
+        with self._together():
             for entry in rows:
                 current = self._entries.get(entry.name)
                 if current is not None and current.same(entry):
                     continue
                 self._set(entry)
-        finally:
-            self._due_memo = None
 
     def _set(self, entry: _Entry) -> None:
         if entry.kind.problem is not None:
@@ -586,6 +595,11 @@ class Engine:
 
     def _after_fire(self, requests: list[FireRequest], result: FireResult,
                     now_epoch: float) -> None:
+        with self._together():
+            self._after_fire_rows(requests, result, now_epoch)
+
+    def _after_fire_rows(self, requests: list[FireRequest], result: FireResult,
+                         now_epoch: float) -> None:
         fired = {job.name: job.updated_at for job in [*result.jobs, *result.skipped]}
         stats = self.stats
         overlapped: dict[str, int] = {}
@@ -621,8 +635,11 @@ class Engine:
                           "pass; the rest follow in the next passes",
                           request.name, self.catch_up_limit, schedule=request.name)
                 # As the row now reads, so that the next refresh finds nothing new in it.
-                entry.last_enqueued_at = request.fire_times[-1]
-                entry.updated_at = fired[request.name] or entry.updated_at
+                share = self._instants.setdefault  # type: ignore[union-attr]
+                cursor = request.fire_times[-1]
+                entry.last_enqueued_at = share(cursor, cursor)
+                updated = fired[request.name] or entry.updated_at
+                entry.updated_at = share(updated, updated)
                 self._schedule(entry)
             elif request.name in result.failed:
                 self._skipped(request, "failed")

@@ -15,6 +15,7 @@ it would have on the loop's own thread.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -55,6 +56,7 @@ class Dispatcher:
 
     def wake(self) -> None:
         """There may be jobs to publish."""
+        self.bridge.wake()  # a drain under way sees it: the next one follows at once
         self._wake.set()
 
     def lead(self, fence: Fence) -> None:
@@ -99,6 +101,15 @@ class Dispatcher:
     # -- the thread --------------------------------------------------------------------
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        finally:
+            # Stopping: a batch the last drain left in flight is confirmed and marked
+            # (bounded by close(), which closes the connection under a hung broker).
+            with contextlib.suppress(Exception):
+                self.bridge.settle()
+
+    def _loop(self) -> None:
         bridge = self.bridge
         while not self._stop:
             timeout = IDLE_WAIT if bridge.deposed else min(

@@ -99,6 +99,11 @@ class Bridge:
         self._resume_after = _START
         """Where the next drain starts: the key after the last job a drain published."""
         self._marks: list[Future[int]] = []
+        self._carried: tuple[list[Prepared], int] | None = None
+        """A batch the last drain sent and left for the next one to confirm: the beat
+        fired meanwhile, so the next drain sends its first batch before waiting."""
+        self._woken = 0
+        """Wakes so far (from any thread): a drain that sees it move knows of new fires."""
         self._failures = 0
         self._published = 0
         self._publish_errors = 0
@@ -115,8 +120,9 @@ class Bridge:
 
     def wake(self) -> None:
         """Jobs may be waiting (a fire, a leadership won, a notification, a periodic
-        check): the next :meth:`due` says so."""
+        check): the next :meth:`due` says so. Safe from any thread."""
         self._pending = True
+        self._woken += 1
 
     def lead(self, fence: Fence) -> None:
         """Publish from now on only while ``fence``'s session holds the lock: what a node
@@ -135,9 +141,25 @@ class Bridge:
         self._deposed = True
 
     def close(self) -> None:
+        self._carried = None  # unconfirmed: published again by the next drain, same ids
         self._publisher.close()
         self._marker.stop()
         self._messages.close()
+
+    def settle(self) -> int:
+        """Confirm and mark the batch the last drain left in flight, if any; publish
+        nothing new (what a stopping or deposed bridge does). Returns how many."""
+        carried, self._carried = self._carried, None
+        if carried is None:
+            return 0
+        try:
+            count = self._confirmed(*carried)
+        except BrokerError as exc:
+            self._broker_failed(exc)
+            return 0
+        finally:
+            self._marked()
+        return count
 
     def stats(self) -> OutboxStats:
         """Counters for metrics (safe to read from any thread)."""
@@ -146,6 +168,8 @@ class Bridge:
     # -- the loop's entry point --------------------------------------------------------------
 
     def due(self) -> bool:
+        if self._carried is not None:
+            return True  # to be confirmed, deposed or not
         return self._pending and not self._deposed and time.monotonic() >= self._retry_at
 
     def next_wake(self) -> float:
@@ -165,13 +189,17 @@ class Bridge:
         outage and retried with backoff (1 s doubling to 30 s); database errors
         (:class:`StoreError`) and anything else propagate to the caller.
         """
-        if self._deposed or time.monotonic() < self._retry_at:
+        if self._deposed:
+            return self.settle()
+        if time.monotonic() < self._retry_at:
             return 0
         published = 0
         deadline = time.monotonic() + self.budget
+        woken = self._woken
         # Pipelined: while the broker confirms one batch, the next is read and built, and
-        # the batches it accepted are marked published on another connection meanwhile.
-        in_flight: tuple[list[Prepared], int] | None = None
+        # the batches it accepted are marked published on another connection meanwhile;
+        # a batch the last drain left in flight is confirmed after this one's first send.
+        in_flight, self._carried = self._carried, None
         resumed = self._resume_after != _START
         after, self._resume_after = self._resume_after, _START
         self._marks = []
@@ -196,8 +224,16 @@ class Bridge:
                 if time.monotonic() >= deadline:
                     break  # let beat fire; the rest follows on the next tick
             if in_flight is not None:
-                published += self._confirmed(*in_flight)
-                in_flight = None
+                if (self._woken != woken and not self._deposed
+                        and len(jobs) < self.batch_size):
+                    # The beat fired while this drain ran: rather than wait here for the
+                    # broker's confirms, the next drain, which follows at once, sends
+                    # those jobs first. The batch stays unmarked until then; a beat
+                    # stopped meanwhile publishes it again, with the same task ids.
+                    self._carried, in_flight = in_flight, None
+                else:
+                    published += self._confirmed(*in_flight)
+                    in_flight = None
         except StoreError:
             self._marked()
             raise  # the database's trouble is the beat loop's to report
@@ -214,9 +250,10 @@ class Bridge:
                 self._marked()
             raise
         self._marked()
-        if len(jobs) >= self.batch_size:
-            self._resume_after = after  # the budget ran out: go on from here next time
-        self._pending = len(jobs) >= self.batch_size or resumed
+        if len(jobs) >= self.batch_size or self._carried is not None:
+            # The budget ran out, or the last batch is unmarked yet: go on from here.
+            self._resume_after = after
+        self._pending = len(jobs) >= self.batch_size or resumed or self._carried is not None
         if self._failures:
             event(logger, logging.INFO, "bridge.recovered",
                   "bridge: broker reachable again; published the backlog",
@@ -263,6 +300,7 @@ class Bridge:
             raise errors[0]
 
     def _broker_failed(self, exc: BrokerError) -> None:
+        self._carried = None  # its marks were on the connection that just failed
         self._publisher.close()
         if self._deposed:
             return  # closed under a drain (beat is stopping): no outage to report

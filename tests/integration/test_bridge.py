@@ -157,6 +157,58 @@ def test_backlog_is_published_in_fire_order(app: Celery, standalone: Store) -> N
         assert [tid for _, tid in by_fire] == expected  # fire order, then schedule order
 
 
+def _woken_during_reads(bridge: Bridge, store: Store) -> None:
+    """Every read of the outbox is followed by a wake, as when beat fires meanwhile."""
+    read = store.pending_celery_jobs
+
+    def reading(*args: Any, **kwargs: Any) -> Any:
+        jobs = read(*args, **kwargs)
+        bridge.wake()
+        return jobs
+
+    store.pending_celery_jobs = reading  # type: ignore[method-assign]
+
+
+def test_a_fire_during_a_drain_leaves_its_last_batch_for_the_next_drain_to_confirm(
+        app: Celery, standalone: Store) -> None:
+    queue = app.conf.task_default_queue
+    register(standalone, app, {f"s{i}": {"task": "t.x", "schedule": 60, "args": [i],
+                                         "options": {"queue": queue}} for i in range(6)})
+    fire(standalone, ["s0", "s1", "s2"])
+    bridge = Bridge(app, standalone, deployment="bt", batch_size=5)
+    _woken_during_reads(bridge, standalone)
+    # Sent, not yet confirmed nor marked: the next drain follows at once.
+    assert bridge.drain() == 0
+    assert bridge.due() and len(standalone.pending_celery_jobs("bt", 10)) == 3
+    fire(standalone, ["s3", "s4", "s5"])
+    bridge.wake = lambda: None  # type: ignore[method-assign]  # no further fires
+    assert bridge.drain() == 6  # the new jobs sent, then both batches confirmed
+    assert standalone.pending_celery_jobs("bt", 10) == []
+    bridge.close()
+    ids = [m.headers["id"] for m in consume(app, queue, 6, then_wait=0.5)]
+    assert sorted(ids) == sorted(fire_task_id(f"s{i}", fire_text(1), 0) for i in range(6))
+
+
+def test_a_deposed_bridge_confirms_the_batch_it_left_in_flight_and_sends_nothing_new(
+        app: Celery, standalone: Store) -> None:
+    queue = app.conf.task_default_queue
+    register(standalone, app, {f"s{i}": {"task": "t.x", "schedule": 60, "args": [i],
+                                         "options": {"queue": queue}} for i in range(4)})
+    fire(standalone, ["s0", "s1"])
+    bridge = Bridge(app, standalone, deployment="bt", batch_size=5)
+    _woken_during_reads(bridge, standalone)
+    assert bridge.drain() == 0
+    bridge.stand_down()
+    fire(standalone, ["s2", "s3"])
+    assert bridge.due()
+    assert bridge.drain() == 2  # the batch in flight, confirmed and marked
+    assert not bridge.due()
+    assert {j["cron_name"] for j in standalone.pending_celery_jobs("bt", 10)} == {"s2", "s3"}
+    bridge.close()
+    ids = [m.headers["id"] for m in consume(app, queue, 2, then_wait=0.5)]
+    assert sorted(ids) == sorted(fire_task_id(f"s{i}", fire_text(1), 0) for i in range(2))
+
+
 def test_manual_triggers_go_first_and_pages_miss_nothing(app: Celery,
                                                          standalone: Store) -> None:
     queue = app.conf.task_default_queue
