@@ -199,9 +199,11 @@ class Bridge:
         # Pipelined: while the broker confirms one batch, the next is read and built, and
         # the batches it accepted are marked published on another connection meanwhile;
         # a batch the last drain left in flight is confirmed after this one's first send.
-        in_flight, self._carried = self._carried, None
+        carried = in_flight = self._carried
+        self._carried = None
         resumed = self._resume_after != _START
         after, self._resume_after = self._resume_after, _START
+        began_after = after
         self._marks = []
         jobs: list[dict[str, Any]] = []
         try:
@@ -235,6 +237,10 @@ class Bridge:
                     published += self._confirmed(*in_flight)
                     in_flight = None
         except StoreError:
+            if carried is not None and in_flight is carried:
+                # Nothing was sent after it: still the next drain's to confirm, from
+                # where this one began (not from the start: it would be sent again).
+                self._carried, self._resume_after = carried, began_after
             self._marked()
             raise  # the database's trouble is the beat loop's to report
         except BrokerError as exc:  # publish again later
@@ -249,10 +255,11 @@ class Bridge:
             with contextlib.suppress(StoreError):
                 self._marked()
             raise
-        self._marked()
         if len(jobs) >= self.batch_size or self._carried is not None:
-            # The budget ran out, or the last batch is unmarked yet: go on from here.
+            # The budget ran out, or the last batch is unmarked yet: go on from here
+            # (set before the marks are awaited: a failed mark must not send it again).
             self._resume_after = after
+        self._marked()
         self._pending = len(jobs) >= self.batch_size or resumed or self._carried is not None
         if self._failures:
             event(logger, logging.INFO, "bridge.recovered",

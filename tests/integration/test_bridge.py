@@ -18,6 +18,7 @@ from kombu import Connection
 from awa_beat.bridge import Bridge, fire_task_id
 from awa_beat.bridge.amqp import coalesced_writes
 from awa_beat.bridge.messages import MessageBuilder
+from awa_beat.errors import StoreError
 from awa_beat.records import FireRequest
 from awa_beat.spec import spec_from_entry
 from awa_beat.store import Store, connect
@@ -187,6 +188,37 @@ def test_a_fire_during_a_drain_leaves_its_last_batch_for_the_next_drain_to_confi
     bridge.close()
     ids = [m.headers["id"] for m in consume(app, queue, 6, then_wait=0.5)]
     assert sorted(ids) == sorted(fire_task_id(f"s{i}", fire_text(1), 0) for i in range(6))
+
+
+def test_a_database_error_after_a_drain_left_a_batch_in_flight_sends_it_once(
+        app: Celery, standalone: Store) -> None:
+    queue = app.conf.task_default_queue
+    register(standalone, app, {f"s{i}": {"task": "t.x", "schedule": 60, "args": [i],
+                                         "options": {"queue": queue}} for i in range(4)})
+    fire(standalone, ["s0", "s1"])
+    bridge = Bridge(app, standalone, deployment="bt", batch_size=5)
+    _woken_during_reads(bridge, standalone)
+    assert bridge.drain() == 0  # s0 and s1 in flight
+    fire(standalone, ["s2", "s3"])
+    read = standalone.pending_celery_jobs
+    failures = iter([StoreError("the database went away")])
+
+    def failing_once(*args: Any, **kwargs: Any) -> Any:
+        for error in failures:
+            raise error
+        return read(*args, **kwargs)
+
+    standalone.pending_celery_jobs = failing_once  # type: ignore[method-assign]
+    with pytest.raises(StoreError):
+        bridge.drain()
+    assert bridge.due()
+    published = bridge.drain()
+    while bridge.due():
+        published += bridge.drain()
+    assert published == 4 and standalone.pending_celery_jobs("bt", 10) == []
+    bridge.close()
+    ids = [m.headers["id"] for m in consume(app, queue, 4, then_wait=0.5)]
+    assert sorted(ids) == sorted(fire_task_id(f"s{i}", fire_text(1), 0) for i in range(4))
 
 
 def test_a_deposed_bridge_confirms_the_batch_it_left_in_flight_and_sends_nothing_new(
