@@ -85,7 +85,6 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from types import MappingProxyType
 from typing import Any
 
 from .bulk import collector_paused
@@ -121,9 +120,23 @@ DISPATCHES = ("celery", "awa")
 #: Metadata keys written on every fired job; a user value would be overwritten.
 RESERVED_METADATA = {"cron_name", "cron_fire_time", "triggered_manually", "celery", "awa_beat"}
 _ENTRY_KEYS = {"task", "schedule", "args", "kwargs", "options", "relative"}
-#: The empty mapping every spec without kwargs, options, metadata or outcomes shares (a
-#: large beat_schedule would otherwise hold four empty dicts per entry).
-_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+class _Empty(dict):  # type: ignore[type-arg]
+    """An empty dict that refuses changes: the one every spec without kwargs, options,
+    metadata or outcomes shares (a large beat_schedule would otherwise hold four empty
+    dicts per entry). A dict, so that it pickles, copies and serialises as one."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a ScheduleSpec's mappings are read-only")
+
+    __setitem__ = __delitem__ = __ior__ = _refuse  # type: ignore[assignment]
+    setdefault = update = pop = popitem = clear = _refuse  # type: ignore[assignment]
+
+
+_EMPTY: Mapping[str, Any] = _Empty()
 
 
 @dataclass(frozen=True, slots=True)

@@ -239,3 +239,21 @@ def test_every_problem_of_every_entry_is_reported_at_once() -> None:
 def test_bad_default_timezone_is_reported() -> None:
     with pytest.raises(ValidationError, match="timezone"):
         specs_from_beat_schedule({"ok": _entry()}, default_timezone="Nowhere/Land")
+
+
+def test_a_spec_without_options_pickles_copies_and_serialises_and_stays_read_only() -> None:
+    import copy
+    import dataclasses
+    import json
+    import pickle
+
+    spec = spec_from_entry("a", {"task": "t.a", "schedule": 60})
+    other = spec_from_entry("b", {"task": "t.b", "schedule": 60})
+    assert spec.kwargs is other.kwargs  # one shared empty mapping, not four dicts a spec
+    assert pickle.loads(pickle.dumps(spec)) == spec and copy.deepcopy(spec) == spec
+    assert json.loads(json.dumps(dataclasses.asdict(spec)))["options"] == {}
+    with pytest.raises(TypeError, match="read-only"):
+        spec.kwargs["x"] = 1  # type: ignore[index]
+    with pytest.raises(TypeError, match="read-only"):
+        spec.options.update(queue="q")  # type: ignore[attr-defined]
+    assert other.kwargs == {} and other.options == {}
