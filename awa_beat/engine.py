@@ -196,12 +196,7 @@ class _Entry:
         return CronState(self.name, *columns_of(self))
 
     def same(self, other: _Entry) -> bool:
-        return (self.kind is other.kind or (
-                    self.kind.cron_expr, self.kind.timezone, self.kind.missed_fire_policy)
-                == (other.kind.cron_expr, other.kind.timezone, other.kind.missed_fire_policy)
-                ) and (self.last_enqueued_at, self.created_at, self.updated_at,
-                       self.paused_at) == (other.last_enqueued_at, other.created_at,
-                                           other.updated_at, other.paused_at)
+        return columns_of(self) == columns_of(other)
 
 
 @dataclass

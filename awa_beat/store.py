@@ -138,10 +138,6 @@ def _cron_state(r: Sequence[Any], make: RowMaker = CronState) -> Any:
     return make(*r)
 
 
-def _same_text(text: str) -> str:
-    return text
-
-
 #: See migration 0007; the payload is the table's name.
 CHANGE_CHANNEL = "awa_beat_changes"
 
@@ -318,7 +314,7 @@ class Store:
                 # Rows read together share one object per distinct instant (rows synced
                 # in one statement or fired in one batch have the same timestamps).
                 share = {}.setdefault
-                intern = sys.intern if make is CronState else _same_text
+                intern = sys.intern if make is CronState else str  # str(s) is s
                 while batch := cur.fetchmany(5000):
                     for name, expr, zone, policy, last, created, updated, paused in batch:
                         if held is not None and _same(held(name), (

@@ -170,16 +170,27 @@ def _woken_during_reads(bridge: Bridge, store: Store) -> None:
     store.pending_celery_jobs = reading  # type: ignore[method-assign]
 
 
+def _carrying(app: Celery, store: Store, schedules: int, fired: int) -> Bridge:
+    """A bridge whose drain sent the jobs of the first ``fired`` of ``schedules`` and,
+    woken meanwhile, left them in flight for the next drain to confirm."""
+    queue = app.conf.task_default_queue
+    register(store, app, {f"s{i}": {"task": "t.x", "schedule": 60, "args": [i],
+                                    "options": {"queue": queue}} for i in range(schedules)})
+    fire(store, [f"s{i}" for i in range(fired)])
+    bridge = Bridge(app, store, deployment="bt", batch_size=5)
+    _woken_during_reads(bridge, store)
+    assert bridge.drain() == 0  # sent, not yet confirmed nor marked
+    return bridge
+
+
+def _fire_ids(count: int) -> list[str]:
+    return sorted(fire_task_id(f"s{i}", fire_text(1), 0) for i in range(count))
+
+
 def test_a_fire_during_a_drain_leaves_its_last_batch_for_the_next_drain_to_confirm(
         app: Celery, standalone: Store) -> None:
     queue = app.conf.task_default_queue
-    register(standalone, app, {f"s{i}": {"task": "t.x", "schedule": 60, "args": [i],
-                                         "options": {"queue": queue}} for i in range(6)})
-    fire(standalone, ["s0", "s1", "s2"])
-    bridge = Bridge(app, standalone, deployment="bt", batch_size=5)
-    _woken_during_reads(bridge, standalone)
-    # Sent, not yet confirmed nor marked: the next drain follows at once.
-    assert bridge.drain() == 0
+    bridge = _carrying(app, standalone, schedules=6, fired=3)
     assert bridge.due() and len(standalone.pending_celery_jobs("bt", 10)) == 3
     fire(standalone, ["s3", "s4", "s5"])
     bridge.wake = lambda: None  # type: ignore[method-assign]  # no further fires
@@ -187,18 +198,13 @@ def test_a_fire_during_a_drain_leaves_its_last_batch_for_the_next_drain_to_confi
     assert standalone.pending_celery_jobs("bt", 10) == []
     bridge.close()
     ids = [m.headers["id"] for m in consume(app, queue, 6, then_wait=0.5)]
-    assert sorted(ids) == sorted(fire_task_id(f"s{i}", fire_text(1), 0) for i in range(6))
+    assert sorted(ids) == _fire_ids(6)
 
 
 def test_a_database_error_after_a_drain_left_a_batch_in_flight_sends_it_once(
         app: Celery, standalone: Store) -> None:
     queue = app.conf.task_default_queue
-    register(standalone, app, {f"s{i}": {"task": "t.x", "schedule": 60, "args": [i],
-                                         "options": {"queue": queue}} for i in range(4)})
-    fire(standalone, ["s0", "s1"])
-    bridge = Bridge(app, standalone, deployment="bt", batch_size=5)
-    _woken_during_reads(bridge, standalone)
-    assert bridge.drain() == 0  # s0 and s1 in flight
+    bridge = _carrying(app, standalone, schedules=4, fired=2)
     fire(standalone, ["s2", "s3"])
     read = standalone.pending_celery_jobs
     failures = iter([StoreError("the database went away")])
@@ -218,18 +224,13 @@ def test_a_database_error_after_a_drain_left_a_batch_in_flight_sends_it_once(
     assert published == 4 and standalone.pending_celery_jobs("bt", 10) == []
     bridge.close()
     ids = [m.headers["id"] for m in consume(app, queue, 4, then_wait=0.5)]
-    assert sorted(ids) == sorted(fire_task_id(f"s{i}", fire_text(1), 0) for i in range(4))
+    assert sorted(ids) == _fire_ids(4)
 
 
 def test_a_deposed_bridge_confirms_the_batch_it_left_in_flight_and_sends_nothing_new(
         app: Celery, standalone: Store) -> None:
     queue = app.conf.task_default_queue
-    register(standalone, app, {f"s{i}": {"task": "t.x", "schedule": 60, "args": [i],
-                                         "options": {"queue": queue}} for i in range(4)})
-    fire(standalone, ["s0", "s1"])
-    bridge = Bridge(app, standalone, deployment="bt", batch_size=5)
-    _woken_during_reads(bridge, standalone)
-    assert bridge.drain() == 0
+    bridge = _carrying(app, standalone, schedules=4, fired=2)
     bridge.stand_down()
     fire(standalone, ["s2", "s3"])
     assert bridge.due()
@@ -238,7 +239,7 @@ def test_a_deposed_bridge_confirms_the_batch_it_left_in_flight_and_sends_nothing
     assert {j["cron_name"] for j in standalone.pending_celery_jobs("bt", 10)} == {"s2", "s3"}
     bridge.close()
     ids = [m.headers["id"] for m in consume(app, queue, 2, then_wait=0.5)]
-    assert sorted(ids) == sorted(fire_task_id(f"s{i}", fire_text(1), 0) for i in range(2))
+    assert sorted(ids) == _fire_ids(2)
 
 
 def test_manual_triggers_go_first_and_pages_miss_nothing(app: Celery,
