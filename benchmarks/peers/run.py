@@ -8,8 +8,9 @@ Every peer runs as a real ``celery beat`` process (app modules generated from
 benchmarks/peers/peerapp.py), publishing to RabbitMQ: awa-beat (``awa_beat_dispatch =
 "celery"``, the bridge), Celery's PersistentScheduler, RedBeat (Redis) and
 django-celery-beat's DatabaseScheduler (same PostgreSQL, its own migrations, in a
-throw-away database). Measured, per peer and N (100, 1k, 10k; 100k with ``--full``), in
-one beat process per peer and size, with the N entries stored before it starts:
+throw-away database). Measured, per peer and N (100, 1k, 10k; with ``--full``, 100k, and
+1,000,000 for awa-beat alone), in one beat process per peer and size, with the N entries
+stored before it starts:
 
 * start-up: process start until the message of an entry that is overdue at start-up is
   on the broker (at N <= 1,000 the median of ``--startup-trials`` start-ups, 5 by default,
@@ -82,6 +83,10 @@ from awa_beat.testing import TempDatabases, server_url  # noqa: E402
 #: Sizes whose start-up is measured --startup-trials times (larger ones once: their
 #: start-up is long enough for one run to tell, and preparing them again is slow).
 STARTUP_TRIALS_UP_TO = 1000
+
+#: The size ``--full`` runs for awa-beat alone: no peer holds it (each one's reason, from
+#: its figures at the largest size it ran, goes in the notes).
+AWA_ONLY = 1_000_000
 
 PEERS = {
     "awa": ("awa-beat", "awa_beat.Scheduler"),
@@ -420,7 +425,7 @@ def kombu_limit(env: Env, n: int) -> dict[str, float]:
                                      content_type=ctype, content_encoding=cenc, headers=h,
                                      delivery_mode=2, correlation_id=task_id,
                                      priority=props.get("priority"))
-            points = env.broker.curve(name, n, start, 120)
+            points = env.broker.curve(name, n, start, max(120.0, n / 1000 * 2))
         suffix = "" if kind == "small" else "_celery"
         out["all" + suffix] = points[-1][0]
         out["p50" + suffix] = lag_at(points, math.ceil(n * 0.5))
@@ -554,7 +559,7 @@ def report(args: argparse.Namespace, peers: list[str], sizes: list[int],
             for p in peers:
                 r = results.get((p, n))
                 if r is None:
-                    row.append("not run")
+                    row.append("not run (see the notes)" if n == AWA_ONLY else "not run")
                     continue
                 value = r.get(key)
                 if key == "idle_cpu_min" and value == 0 and r["idle_cpu_min_res"]:
@@ -592,12 +597,13 @@ def report(args: argparse.Namespace, peers: list[str], sizes: list[int],
             # How far awa-beat is from what this machine allows: the SQL statement plus
             # the publish loop, both needed for each fire.
             for kind, suffix in (("small message", ""), ("Celery's message", "_celery")):
-                row = [f"burst: awa-beat / limit (SQL + kombu, {kind})", ""]
+                ratios = []
                 for n in sizes:
                     awa = results.get(("awa", n), {}).get("all", float("nan"))
                     lim = limits.get(n, {})
                     floor = lim.get("sql", float("nan")) + lim.get("all" + suffix, float("nan"))
-                    row.append(f"N = {n:,}: x{awa / floor:.1f}" if floor > 0 else "-")
+                    ratios.append(f"N = {n:,}: x{awa / floor:.1f}" if floor > 0 else "-")
+                row = [f"burst: awa-beat / limit (SQL + kombu, {kind})", "", "; ".join(ratios)]
                 lines.append("| " + " | ".join(row + [""] * (len(head) + 1 - len(row)))
                              + " |")
     for key, label in (("p50", "failover: kill to next fire p50"),
@@ -627,6 +633,29 @@ def report(args: argparse.Namespace, peers: list[str], sizes: list[int],
     return text + "\n"
 
 
+def held_back(peer: str, results: dict[tuple[str, int], dict[str, Any]],
+              last: dict[str, tuple[int, float]]) -> str:
+    """Why ``peer`` is not run at :data:`AWA_ONLY`: its figures at the largest size it ran."""
+    name = PEERS[peer][0]
+    if peer not in last:
+        return f"{name} not run at N = {AWA_ONLY:,} (awa-beat alone at that size)."
+    n = last[peer][0]
+    r = results[(peer, n)]
+    done = (f"published the burst in {fmt(r['all'], 's')}" if r["count"] >= n
+            else f"published {r['count']:,} of the {n:,} burst messages in the time allowed")
+    steady_part = ""
+    if r.get("steady_expected"):
+        steady_part = (f", fired {r['steady_fired']:,} of the {r['steady_expected']:,} steady"
+                       " fires due in the window")
+    k = AWA_ONLY / n
+    scaled = (f"in proportion, N = {AWA_ONLY:,} would take {fmt(r['startup'] * k, 's')} to"
+              " start" + (f" and {fmt(r['all'] * k, 's')} to publish its burst"
+                          if r["count"] >= n else ", and its burst would never end"))
+    return (f"{name} not run at N = {AWA_ONLY:,} (awa-beat alone at that size): at"
+            f" N = {n:,}, the largest size it ran, it took {fmt(r['startup'], 's')} to start,"
+            f" {done}{steady_part}, peak RSS {fmt(r['rss'], 'MB')}; {scaled}.")
+
+
 def versions() -> str:
     from importlib.metadata import version
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
@@ -638,7 +667,8 @@ def versions() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--full", action="store_true", help="sizes 100 to 100,000")
+    parser.add_argument("--full", action="store_true",
+                        help="sizes 100 to 100,000, and 1,000,000 for awa-beat alone")
     parser.add_argument("--sizes", help="comma-separated N (default 100,1000,10000)")
     parser.add_argument("--peers", default="awa,persistent,redbeat,django")
     parser.add_argument("--trials", type=int, default=20)
@@ -653,9 +683,12 @@ def main() -> None:
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--out", default=str(HERE / "results.md"))
     args = parser.parse_args()
+    started = time.time()
     sizes = [int(s) for s in (args.sizes or ("100,1000,10000,100000" if args.full
                                              else "100,1000,10000")).split(",")]
     peers = args.peers.split(",")
+    if args.full and not args.sizes and "awa" in peers:
+        sizes.append(AWA_ONLY)
     args.burst_timeout = args.burst_timeout or max(20.0, max(sizes) / 1000 * 2)
     results: dict[tuple[str, int], dict[str, Any]] = {}
     limits: dict[int, dict[str, float]] = {}
@@ -671,18 +704,27 @@ def main() -> None:
                   Broker(args.broker), Path(tempfile.mkdtemp(prefix="awa-beat-peers-")))
         try:
             for n in sizes:
+                began = time.time()
                 limits[n] = {"sql": sql_limit(env, n), **retried(lambda n=n: kombu_limit(env, n))}
+                limits[n]["elapsed"] = time.time() - began
                 print(f"limits n={n}: {limits[n]}", file=sys.stderr)
-            estimates = dict.fromkeys(peers, 1.0)
+            # (N, seconds to prepare and start) of each peer's last size: the next
+            # size's due instant must leave time for both, which grow with N.
+            last: dict[str, tuple[int, float]] = {}
             dead: dict[str, int] = {}
             for n in sizes:
                 for peer in peers:
+                    if n == AWA_ONLY and peer != "awa" and peer not in dead:
+                        notes.append(held_back(peer, results, last))
+                        continue
                     if peer in dead:
                         notes.append(f"{PEERS[peer][0]} not run at N = {n:,}: at N = "
                                      f"{dead[peer]:,} it had not published all N within "
                                      f"{args.burst_timeout:.0f} s.")
                         continue
-                    r = burst(env, peer, n, estimates[peer])
+                    began = time.time()
+                    prev_n, prev_cost = last.get(peer, (n, 1.0))
+                    r = burst(env, peer, n, prev_cost * max(1.0, n / prev_n) * 1.2)
                     results[(peer, n)] = r
                     if n <= STARTUP_TRIALS_UP_TO and args.startup_trials > 1:
                         # One start-up varies between runs by as much as the peers
@@ -691,9 +733,10 @@ def main() -> None:
                                                 for _ in range(args.startup_trials - 1))]
                         r["startup_runs"] = runs
                         r["startup"] = statistics.median(runs)
-                    estimates[peer] = (r["prepare"] + r["startup"]) * 6
+                    last[peer] = (n, r["prepare"] + r["startup"])
                     if env.args.steady_seconds:
                         r.update(steady(env, peer, n, r["prepare"] + r["startup"]))
+                    r["elapsed"] = time.time() - began
                     print(f"{peer} n={n}: {r}", file=sys.stderr)
                     if r["count"] < n:
                         dead[peer] = n
@@ -704,6 +747,11 @@ def main() -> None:
                         print(f"{peer} failover: {fail[peer]}", file=sys.stderr)
         finally:
             env.cleanup()
+    if ("awa", AWA_ONLY) in results:
+        notes.append(f"awa-beat at N = {AWA_ONLY:,} (burst and steady runs) took"
+                     f" {results[('awa', AWA_ONLY)]['elapsed'] / 60:.1f} min, the machine's"
+                     f" limits at that size {limits[AWA_ONLY]['elapsed'] / 60:.1f} min.")
+    notes.append(f"The whole run took {(time.time() - started) / 60:.1f} min.")
     text = report(args, peers, sizes, results, limits, fail, notes)
     print(text)
     Path(args.out).write_text(text)
