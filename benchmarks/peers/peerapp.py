@@ -36,11 +36,18 @@ before its first due second at or after ``due``.
 from __future__ import annotations
 
 import json
+import socket
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from celery import Celery
 from celery.schedules import schedule
+
+#: py-amqp gives up on a connection whose unacknowledged writes wait 1 s
+#: (TCP_USER_TIMEOUT), and RabbitMQ's flow control holds a fast publisher's writes for
+#: longer once a queue holds about a million messages: every client here, the peers,
+#: awa-beat's bridge and the limit loops, gets 60 s instead.
+BROKER_OPTIONS = {"socket_settings": {socket.TCP_USER_TIMEOUT: 60_000}}
 
 DAY = timedelta(days=1)
 MINUTE = timedelta(minutes=1)
@@ -109,6 +116,7 @@ def build(cfg: dict[str, Any]) -> Celery:
         broker_url=cfg["broker"], result_expires=None, timezone="UTC", enable_utc=True,
         task_default_queue=cfg["queue"], beat_schedule=beat_schedule(cfg),
         awa_beat_dispatch="celery", awa_beat_deployment="peers",
+        broker_transport_options=BROKER_OPTIONS,
         redbeat_redis_url=cfg.get("redis"), redbeat_key_prefix=cfg.get("redis_prefix"),
         **cfg.get("conf", {}))
     return app

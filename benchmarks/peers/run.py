@@ -78,6 +78,9 @@ sys.path.insert(0, str(HERE.parent))
 
 from beatprocs import CLK_TCK, SCHEDSTAT, cpu_seconds  # noqa: E402
 
+sys.path.insert(0, str(HERE))
+from peerapp import BROKER_OPTIONS  # noqa: E402
+
 from awa_beat.testing import TempDatabases, server_url  # noqa: E402
 
 #: Sizes whose start-up is measured --startup-trials times (larger ones once: their
@@ -410,7 +413,7 @@ def kombu_limit(env: Env, n: int) -> dict[str, float]:
     for kind in ("small", "celery"):
         name = f"peers-limit-{n}-{kind}-{uuid.uuid4().hex[:6]}"
         queue = env.broker.declare(name)
-        with Connection(env.args.broker) as conn:
+        with Connection(env.args.broker, transport_options=BROKER_OPTIONS) as conn:
             producer = Producer(conn.channel(), exchange=queue.exchange, routing_key=name)
             start = time.time()
             if kind == "small":
