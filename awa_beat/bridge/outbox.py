@@ -111,6 +111,8 @@ class Bridge:
         self._next_purge = 0.0
         self._fence: Fence | None = None
         self._deposed = False
+        self._warm = False
+        """Open the broker connection at the next drain that finds nothing to send."""
 
     @property
     def pending(self) -> bool:
@@ -128,6 +130,10 @@ class Bridge:
         """Publish from now on only while ``fence``'s session holds the lock: what a node
         calls when it wins. (A bridge never told is unfenced, for tests and tools.)"""
         self._fence, self._deposed = fence, False
+        # A new leader's first drain finds the outbox empty, then connects to the broker
+        # on this thread while the node loads and fires on its own; otherwise the first
+        # fire's messages would wait for the connection.
+        self._warm = True
         self.wake()
 
     @property
@@ -261,6 +267,9 @@ class Bridge:
             self._resume_after = after
         self._marked()
         self._pending = len(jobs) >= self.batch_size or resumed or self._carried is not None
+        if self._warm and not self._deposed:
+            self._warm = False  # once per lead: a broker that is away is the sends' to report
+            self._publisher.warm()
         if self._failures:
             event(logger, logging.INFO, "bridge.recovered",
                   "bridge: broker reachable again; published the backlog",

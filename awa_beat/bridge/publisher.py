@@ -95,6 +95,19 @@ class Publisher:
         self._tag = self._confirmed = 0
         self._confirmed_above.clear()
 
+    @property
+    def connected(self) -> bool:
+        return self.conn is not None
+
+    def warm(self) -> bool:
+        """Open the connection ahead of the first send; True if it is open. A failure
+        is left for that send to meet again and report."""
+        try:
+            self.open()
+        except BrokerError:
+            return False
+        return True
+
     def close(self) -> None:
         if self.conn is not None:
             with contextlib.suppress(Exception):  # a dead connection is fine to drop

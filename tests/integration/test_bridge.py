@@ -552,3 +552,66 @@ def test_the_fence_reads_nothing_once_the_leaders_lock_session_is_gone(
     finally:
         leader.resign()
         other.resign()
+
+
+def test_a_new_leader_connects_to_the_broker_before_its_first_fire(
+        app: Celery, standalone: Store) -> None:
+    from awa_beat.leader import Leadership
+    from awa_beat.records import Fence
+
+    queue = app.conf.task_default_queue
+    register(standalone, app, {"w": {"task": "t.w", "schedule": 60,
+                                     "options": {"queue": queue}}})
+    leader = Leadership(standalone.conninfo, 4243)
+    bridge = Bridge(app, standalone, deployment="bt")
+    try:
+        assert leader.try_acquire() and leader.backend_pid is not None
+        assert bridge.drain() == 0
+        assert not bridge._publisher.connected  # not a leader: a tool's bridge stays cold
+        bridge.lead(Fence(leader.backend_pid, 4243))
+        assert bridge.drain() == 0  # nothing fired yet: it connects all the same
+        assert bridge._publisher.connected
+        conn = bridge._publisher.conn
+        fire(standalone, ["w"])
+        bridge.wake()
+        assert bridge.drain() == 1
+        assert bridge._publisher.conn is conn  # the first fire's send used that connection
+        assert len(consume(app, queue, 1)) == 1
+    finally:
+        bridge.close()
+        leader.resign()
+
+
+def test_a_new_leaders_warm_up_against_a_broker_that_is_away_reports_nothing(
+        app: Celery, standalone: Store, caplog) -> None:
+    from awa_beat.leader import Leadership
+    from awa_beat.records import Fence
+
+    if app.broker_kind == "filesystem":  # type: ignore[attr-defined]
+        pytest.skip("the filesystem transport cannot be made unreachable")
+    queue = app.conf.task_default_queue
+    good = app.conf.broker_url
+    register(standalone, app, {"w": {"task": "t.w", "schedule": 60,
+                                     "options": {"queue": queue}}})
+    app.conf.broker_url = good.replace("5672", "1").replace("6379", "1")
+    app.conf.broker_connection_timeout = 1
+    leader = Leadership(standalone.conninfo, 4244)
+    bridge = Bridge(app, standalone, deployment="bt")
+    try:
+        assert leader.try_acquire() and leader.backend_pid is not None
+        bridge.lead(Fence(leader.backend_pid, 4244))
+        with caplog.at_level(logging.INFO, logger="awa_beat.bridge"):
+            assert bridge.drain() == 0
+            assert not bridge._publisher.connected
+            assert actions(caplog.records) == []  # an empty outbox: no outage to report
+            fire(standalone, ["w"])
+            bridge.wake()
+            assert bridge.drain() == 0
+            assert actions(caplog.records) == ["bridge.outage"]  # the send reports it
+            app.conf.broker_url = good
+            bridge._retry_at = 0
+            assert bridge.drain() == 1
+    finally:
+        bridge.close()
+        leader.resign()
+    assert len(consume(app, queue, 1)) == 1
