@@ -4,7 +4,7 @@ layer: plain data, no database and no Celery.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -158,6 +158,15 @@ class SyncResult:
     inserted: int
     updated: int
     unchanged: int
+
+    @classmethod
+    def total(cls, results: Iterable[SyncResult]) -> SyncResult:
+        """The sum of several batches' results."""
+        inserted = updated = unchanged = 0
+        for r in results:
+            inserted, updated, unchanged = (inserted + r.inserted, updated + r.updated,
+                                            unchanged + r.unchanged)
+        return cls(inserted, updated, unchanged)
 
 
 @dataclass(frozen=True)

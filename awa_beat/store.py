@@ -17,6 +17,7 @@ import socket
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -56,6 +57,8 @@ logger = logging.getLogger(__name__)
 
 #: Seconds to wait for a pooled connection before the operation fails (and is retried).
 POOL_TIMEOUT = 5.0
+#: Connections a start-up sync compares its batches on at once (the pool has four).
+SYNC_CONNECTIONS = 3
 def keepalives(timeout: float) -> dict[str, int]:
     """libpq's TCP settings under which a peer that stopped answering is given up on
     after about ``timeout`` seconds: idle probes for a quiet connection, a user timeout
@@ -267,6 +270,24 @@ class Store:
             row = conn.execute(queries["upsert_schedules"], batch.params).fetchone()
         inserted, updated = (int(row[0]), int(row[1])) if row else (0, 0)
         return SyncResult(inserted, updated, batch.size - inserted - updated)
+
+    def sync_all(self, batches: Sequence[SyncBatch], *,
+                 connections: int = SYNC_CONNECTIONS) -> SyncResult:
+        """:meth:`sync` every batch of one configuration (their names are disjoint), on
+        up to ``connections`` of the pool at once. Comparing a batch with the stored
+        rows is the server's work, one backend per statement: a large configuration is
+        compared on as many server cores, where one connection used one. Each batch
+        commits on its own, as :meth:`sync` does; the first error stops the rest."""
+        workers = min(connections, len(batches), self._pool.max_size)
+        if workers <= 1:
+            results = [self.sync(batch) for batch in batches]
+        else:
+            pool = ThreadPoolExecutor(workers, thread_name_prefix="awa-beat-sync")
+            try:
+                results = list(pool.map(self.sync, batches))
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
+        return SyncResult.total(results)
 
     def analyze_if_stale(self) -> bool:
         """Refresh the planner's statistics of ``awa.cron_jobs`` when they are missing or

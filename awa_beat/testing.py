@@ -325,6 +325,10 @@ class MemoryStore:
             self.owners[name] = p["deployment"]
         return SyncResult(inserted, updated, rows.size - inserted - updated)
 
+    def sync_all(self, batches: Sequence[SyncBatch]) -> SyncResult:
+        results = [self.sync(batch) for batch in batches]
+        return SyncResult.total(results)
+
     def orphaned_names(self, deployment: str, configured: Sequence[str]) -> list[str]:
         self._call("orphaned_names")
         keep = set(configured)

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from awa_beat.errors import NotFound, StoreError
-from awa_beat.records import FireRequest
+from awa_beat.records import FireRequest, SyncResult
 from awa_beat.store import Store, connect, fire_params, fire_query
 from awa_beat.testing import wait_for
 
@@ -112,6 +112,47 @@ def test_unchanged_resync_writes_nothing_not_even_a_row_lock(store: Store, conn)
     assert after["b"][0] != before[1][1]  # b changed: a new version
     assert conn.execute("SELECT name, ctid, xmax::text FROM awa_beat.schedules"
                         " ORDER BY name").fetchall() == owners
+
+
+def test_sync_all_compares_batches_on_several_connections_with_one_total(
+        store: Store, conn, monkeypatch) -> None:
+    from awa_beat.store import SyncBatch
+
+    def batches(kind: str = "app.tasks.tick") -> list[SyncBatch]:
+        return [SyncBatch.encode([row(f"s{b}-{i}", kind=kind if i == 0 else "app.tasks.tick")
+                                  for i in range(50)], "proj") for b in range(6)]
+
+    first = store.sync_all(batches())
+    assert (first.inserted, first.updated, first.unchanged) == (300, 0, 0)
+    again = store.sync_all(batches())
+    assert (again.inserted, again.updated, again.unchanged) == (0, 0, 300)
+    # The first two batches must be under way at once: one after the other, the first
+    # would wait at the barrier alone and break it.
+    together = threading.Barrier(2, timeout=10)
+    real_sync = Store.sync
+
+    def sync(self: Store, batch: Any, **kw: Any) -> Any:
+        if batch.names[0] in ("s0-0", "s1-0"):
+            together.wait()
+        return real_sync(self, batch, **kw)
+
+    monkeypatch.setattr(Store, "sync", sync)
+    changed = store.sync_all(batches(kind="app.tasks.tock"))
+    assert (changed.inserted, changed.updated, changed.unchanged) == (0, 6, 294)
+    assert conn.execute("SELECT count(*) FILTER (WHERE kind = 'app.tasks.tock'), count(*)"
+                        " FROM awa.cron_jobs").fetchone() == (6, 300)
+    assert store.sync_all([]) == SyncResult(0, 0, 0)
+
+
+def test_sync_all_stops_at_a_refused_batch(store: Store, conn) -> None:
+    from awa_beat.store import SyncBatch
+
+    good = [SyncBatch.encode([row(f"g{b}-{i}") for i in range(20)], "proj") for b in range(4)]
+    bad = SyncBatch.encode([row("bad", kind="app.tasks.\x00")], "proj")  # text has no NUL
+    with pytest.raises(StoreError):
+        store.sync_all([*good[:2], bad, *good[2:]])
+    assert conn.execute("SELECT count(*) FROM awa.cron_jobs WHERE name = 'bad'"
+                        ).fetchone() == (0,)
 
 
 def test_fire_inserts_job_and_moves_cursor_atomically(store: Store, conn) -> None:
