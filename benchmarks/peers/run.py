@@ -285,7 +285,7 @@ def run_burst(env: Env, peer: str, n: int, margin: float) -> dict[str, Any]:
         time.sleep(max(0.0, due - 0.3 - time.time()))
         idle_to, cpu_mid = time.time(), cpu_seconds(proc.pid)
         idle_per_min = (cpu_mid - cpu_from) / (idle_to - idle_from) * 60
-        points = env.broker.curve(cfg["queue"], n, due, env.args.burst_timeout)
+        points = env.broker.curve(cfg["queue"], n, due, burst_timeout(env.args, n))
         cpu_end = cpu_seconds(proc.pid)
         rss = peak_rss_mb(proc.pid)
         count = points[-1][1] if points else 0
@@ -303,6 +303,12 @@ def run_burst(env: Env, peer: str, n: int, margin: float) -> dict[str, Any]:
         "p50": lag_at(points, math.ceil(n * 0.5)), "p99": lag_at(points, math.ceil(n * 0.99)),
         "cpu_fire_ms": (cpu_end - cpu_mid) / max(count, 1) * 1000, "rss": rss,
     }
+
+
+def burst_timeout(args: argparse.Namespace, n: int) -> float:
+    """Seconds a burst of N may take: ``--burst-timeout``, else 20 s or N / 1000 x 2 s,
+    whichever is more (per size: a peer that needs longer at 10k is not run larger)."""
+    return args.burst_timeout or max(20.0, n / 1000 * 2)
 
 
 def burst(env: Env, peer: str, n: int, estimate: float) -> dict[str, Any]:
@@ -573,7 +579,7 @@ def report(args: argparse.Namespace, peers: list[str], sizes: list[int],
                                else "-")
                     continue
                 if key in has_limit and r.get("count", n) < n:
-                    row.append(f"{r['count']:,} of {n:,} in {args.burst_timeout:.0f} s")
+                    row.append(f"{r['count']:,} of {n:,} in {burst_timeout(args, n):.0f} s")
                     continue
                 if (key in ("steady_cpu_fire_ms", "steady_cpu_min", "steady_rss")
                         and value is not None
@@ -692,7 +698,6 @@ def main() -> None:
     peers = args.peers.split(",")
     if args.full and not args.sizes and "awa" in peers:
         sizes.append(AWA_ONLY)
-    args.burst_timeout = args.burst_timeout or max(20.0, max(sizes) / 1000 * 2)
     results: dict[tuple[str, int], dict[str, Any]] = {}
     limits: dict[int, dict[str, float]] = {}
     fail: dict[str, dict[str, Any]] = {}
@@ -723,7 +728,7 @@ def main() -> None:
                     if peer in dead:
                         notes.append(f"{PEERS[peer][0]} not run at N = {n:,}: at N = "
                                      f"{dead[peer]:,} it had not published all N within "
-                                     f"{args.burst_timeout:.0f} s.")
+                                     f"{burst_timeout(args, dead[peer]):.0f} s.")
                         continue
                     began = time.time()
                     prev_n, prev_cost = last.get(peer, (n, 1.0))
