@@ -693,6 +693,9 @@ def main() -> None:
     parser.add_argument("--out", default=str(HERE / "results.md"))
     args = parser.parse_args()
     started = time.time()
+    # Killed, the harness still stops its beats: a beat left running would load every
+    # later measurement (and a PersistentScheduler with 100,000 entries takes a core).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sizes = [int(s) for s in (args.sizes or ("100,1000,10000,100000" if args.full
                                              else "100,1000,10000")).split(",")]
     peers = args.peers.split(",")
