@@ -59,6 +59,8 @@ logger = logging.getLogger(__name__)
 POOL_TIMEOUT = 5.0
 #: Connections a start-up sync compares its batches on at once (the pool has four).
 SYNC_CONNECTIONS = 3
+
+
 def keepalives(timeout: float) -> dict[str, int]:
     """libpq's TCP settings under which a peer that stopped answering is given up on
     after about ``timeout`` seconds: idle probes for a quiet connection, a user timeout
