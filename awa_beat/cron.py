@@ -381,6 +381,50 @@ def _shared(values: tuple[int, ...]) -> tuple[int, ...]:
     return values
 
 
+_TIME_FIELDS = (("seconds", 0, 59), ("minute", 0, 59), ("hour", 0, 23))
+
+
+# Fields repeat across expressions (per-tenant schedules differ in a minute and an hour):
+# each distinct field is parsed once. A field that fails to parse raises every time.
+@lru_cache(maxsize=1024)
+def _time_field(index: int, text: str) -> tuple[tuple[int, ...], int]:
+    """The values of time field ``index`` (seconds, minute, hour) and their bit mask."""
+    name, lo, hi = _TIME_FIELDS[index]
+    comp = _Component(name, lo, hi, 0)
+    comp.parse(text)
+    values = _shared(tuple(v for v in range(hi + 1) if comp.bits[v] & _ALL))
+    return values, sum(1 << v for v in values)
+
+
+@lru_cache(maxsize=1024)
+def _days_key(dom_text: str, month_text: str, dow_text: str) -> tuple:
+    """The fields of the day rule of a day-of-month, month and day-of-week field (the
+    months' bit mask first)."""
+    days = _Component("day-of-month", 1, 31, _LAST | _CLOSEST_WEEKDAY)
+    months = _Component("month", 1, 12, 0)
+    dows = _Component("day-of-week", 0, 7, _LAST | _NTH_ALL)
+    days.parse(dom_text)
+    months.parse(month_text)
+    dows.parse(dow_text)
+    # Day-of-week 7 is Sunday; croner folds it to 0 for every bit except LAST, so "7L"
+    # never matches.
+    for bit in (_ALL, *_NTH[1:]):
+        if dows.is_set(7, bit):
+            dows.unset_bit(7, bit)
+            dows.bits[0] |= bit
+    return (
+        sum(1 << v for v in range(1, 13) if months.bits[v] & _ALL),
+        _trim(dom_text) == "*",
+        _trim(dow_text) == "*",
+        tuple(bool(days.bits[d] & _ALL) for d in range(32)),
+        tuple(bool(days.bits[d] & _CLOSEST_WEEKDAY) for d in range(32)),
+        bool(days.enabled_features & _LAST),
+        tuple(bool(dows.bits[w] & _ALL) for w in range(7)),
+        tuple(bool(dows.bits[w] & _LAST) for w in range(7)),
+        tuple(tuple(bool(dows.bits[w] & _NTH[n]) for n in range(6)) for w in range(7)),
+    )
+
+
 class CronExpression:
     """A parsed Awa cron expression (croner 2.2.0 with optional seconds).
 
@@ -451,48 +495,23 @@ class CronExpression:
         if len(parts) == 5:
             parts.insert(0, "0")
 
-        seconds = _Component("seconds", 0, 59, 0)
-        minutes = _Component("minute", 0, 59, 0)
-        hours = _Component("hour", 0, 23, 0)
-        days = _Component("day-of-month", 1, 31, _LAST | _CLOSEST_WEEKDAY)
-        months = _Component("month", 1, 12, 0)
-        dows = _Component("day-of-week", 0, 7, _LAST | _NTH_ALL)
         try:
-            fields = (seconds, minutes, hours, days, months, dows)
-            for comp, text in zip(fields, parts, strict=True):
-                comp.parse(text)
+            # Field by field in croner's order, so the first bad field is the one named.
+            seconds, seconds_mask = _time_field(0, parts[0])
+            minutes, minutes_mask = _time_field(1, parts[1])
+            hours, hours_mask = _time_field(2, parts[2])
+            days_key = _days_key(parts[3], parts[4], parts[5])
         except _ComponentError as exc:
             raise InvalidCronExpression(f"invalid cron expression {expr!r}: {exc}") from None
-        # Day-of-week 7 is Sunday; croner folds it to 0 for every bit except LAST, so "7L"
-        # never matches.
-        for bit in (_ALL, *_NTH[1:]):
-            if dows.is_set(7, bit):
-                dows.unset_bit(7, bit)
-                dows.bits[0] |= bit
 
         parsed = object.__new__(cls)
         parsed.source = expr
-        parsed._seconds = _shared(tuple(v for v in range(60) if seconds.bits[v] & _ALL))
-        parsed._minutes = _shared(tuple(v for v in range(60) if minutes.bits[v] & _ALL))
-        parsed._hours = _shared(tuple(v for v in range(24) if hours.bits[v] & _ALL))
-        parsed._seconds_mask = sum(1 << v for v in parsed._seconds)
-        parsed._minutes_mask = sum(1 << v for v in parsed._minutes)
-        parsed._hours_mask = sum(1 << v for v in parsed._hours)
-        months_mask = sum(1 << v for v in range(1, 13) if months.bits[v] & _ALL)
-        parsed._days_rule = _day_rule((
-            months_mask,
-            _trim(parts[3]) == "*",
-            _trim(parts[5]) == "*",
-            tuple(bool(days.bits[d] & _ALL) for d in range(32)),
-            tuple(bool(days.bits[d] & _CLOSEST_WEEKDAY) for d in range(32)),
-            bool(days.enabled_features & _LAST),
-            tuple(bool(dows.bits[w] & _ALL) for w in range(7)),
-            tuple(bool(dows.bits[w] & _LAST) for w in range(7)),
-            tuple(tuple(bool(dows.bits[w] & _NTH[n]) for n in range(6)) for w in range(7)),
-        ))
-        parsed._never = not (
-            parsed._seconds and parsed._minutes and parsed._hours and months_mask
-        )
+        parsed._seconds, parsed._minutes, parsed._hours = seconds, minutes, hours
+        parsed._seconds_mask = seconds_mask
+        parsed._minutes_mask = minutes_mask
+        parsed._hours_mask = hours_mask
+        parsed._days_rule = _day_rule(days_key)
+        parsed._never = not (seconds and minutes and hours and days_key[0])
         return parsed
 
     # -- time-of-day matching ------------------------------------------------------------------

@@ -364,6 +364,23 @@ def test_accepted_quirks(expr: str) -> None:
     CronExpression.parse(expr)
 
 
+def test_fields_shared_between_expressions_are_read_alike() -> None:
+    # Each distinct field is parsed once for every expression that has it: an error comes
+    # back on every parse, naming the first bad field, and a field's meaning does not
+    # depend on the fields or the expressions met before it.
+    for _ in range(2):
+        with pytest.raises(InvalidCronExpression, match="minute field '61'"):
+            CronExpression._build("61 * * * 32")
+        with pytest.raises(InvalidCronExpression, match="day-of-week field '8'"):
+            CronExpression._build("0 1 * * 8")
+    start = datetime(2026, 3, 1)  # a Sunday
+    sunday, zero, last = (CronExpression._build(f"0 9 * * {dow}") for dow in ("7", "0", "7L"))
+    assert sunday.next_local(start) == zero.next_local(start) == datetime(2026, 3, 1, 9)
+    assert last.never_fires  # croner folds 7 to 0 for every bit but L
+    days = [CronExpression._build(f"0 {h} 15W * *").next_local(start) for h in (9, 10)]
+    assert days == [datetime(2026, 3, 16, 9), datetime(2026, 3, 16, 10)]  # 15th: a Sunday
+
+
 def test_parse_rejects_non_text() -> None:
     with pytest.raises(InvalidCronExpression):
         CronExpression.parse(None)  # type: ignore[arg-type]
