@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 import psycopg.types.json
+from psycopg import pq
+from psycopg.adapt import Loader
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
@@ -141,6 +143,40 @@ def _cron_state(r: Sequence[Any], make: RowMaker = CronState) -> Any:
         return CronState(r[0], *[sys.intern(v) if type(v) is str else v for v in r[1:4]],
                          *r[4:])
     return make(*r)
+
+
+_TIMESTAMPTZ = psycopg.postgres.types["timestamptz"].oid
+_PARSE_TIMESTAMPTZ = psycopg.adapters.get_loader(_TIMESTAMPTZ, pq.Format.TEXT)
+#: Distinct instants one cursor's reader remembers; rows with timestamps of their own
+#: would otherwise make it grow with the table.
+SHARED_INSTANTS = 65536
+
+
+class _SharedInstants(Loader):
+    """psycopg's timestamptz reader, returning one object per distinct instant read by
+    the cursor. Rows synced in one statement or fired in one batch have the same
+    timestamps: the text of a repeated value is looked up instead of parsed, and the
+    rows held share its object."""
+
+    def __init__(self, oid: int, context: Any = None) -> None:
+        super().__init__(oid, context)
+        self._parse = _PARSE_TIMESTAMPTZ(oid, context).load  # with the session's zone
+        self._seen: dict[bytes, datetime] = {}
+
+    def load(self, data: Any) -> datetime:
+        key = bytes(data)
+        instant = self._seen.get(key)
+        if instant is None:
+            if len(self._seen) >= SHARED_INSTANTS:
+                self._seen.clear()
+            instant = self._seen[key] = self._parse(data)
+        return instant
+
+
+def _sharing_instants(cur: Any) -> Any:
+    """``cur``, reading each distinct timestamptz as one object (:class:`_SharedInstants`)."""
+    cur.adapters.register_loader(_TIMESTAMPTZ, _SharedInstants)
+    return cur
 
 
 #: See migration 0007; the payload is the table's name.
@@ -332,11 +368,8 @@ class Store:
             conn.execute(queries["repeatable_read"])
             state = TableState(*conn.execute(queries["table_fingerprint"]).fetchone())
             # A server-side cursor, so the rows never sit in memory twice at once.
-            with conn.cursor(name="awa_beat_cron_states") as cur:
+            with _sharing_instants(conn.cursor(name="awa_beat_cron_states")) as cur:
                 cur.execute(queries["cron_states"])
-                # Rows read together share one object per distinct instant (rows synced
-                # in one statement or fired in one batch have the same timestamps).
-                share = {}.setdefault
                 intern = sys.intern if make is CronState else str  # str(s) is s
                 while batch := cur.fetchmany(5000):
                     for name, expr, zone, policy, last, created, updated, paused in batch:
@@ -344,8 +377,7 @@ class Store:
                                 name, expr, zone, policy, last, created, updated, paused)):
                             continue
                         rows.append(make(name, intern(expr), intern(zone), intern(policy),
-                                         share(last, last), share(created, created),
-                                         share(updated, updated), share(paused, paused)))
+                                         last, created, updated, paused))
         return state, rows
 
     def cron_names(self) -> list[str]:
@@ -363,8 +395,8 @@ class Store:
         rows: list[Any] = []
         count, last = 0, None
         with self._conn() as conn, wrap_errors("reading schedules"):
-            for r in conn.execute(queries["cron_states_after"],
-                                  {"after": after, "limit": limit}):
+            for r in _sharing_instants(conn.cursor()).execute(
+                    queries["cron_states_after"], {"after": after, "limit": limit}):
                 count, last = count + 1, r[0]
                 if held is None or not _same(held(r[0]), r):
                     rows.append(_cron_state(r, make))
@@ -388,7 +420,7 @@ class Store:
         rows: list[Any] = []
         state = None
         with self._conn() as conn, wrap_errors("reading schedule changes"):
-            for r in conn.cursor().stream(queries["changed_schedules"],
+            for r in _sharing_instants(conn.cursor()).stream(queries["changed_schedules"],
                                           {"since": since, "seen_xmin": seen_xmin}, size=500):
                 if state is None:
                     state = TableState(*r[:4])

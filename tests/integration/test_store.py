@@ -68,6 +68,35 @@ def test_sync_creates_rows_with_cursor_at_registration(store: Store, conn) -> No
     assert a.last_enqueued_at.microsecond == 0
 
 
+def test_rows_read_together_share_one_object_per_instant(store: Store, conn,
+                                                         monkeypatch) -> None:
+    store.sync([row("a"), row("b"), row("c")], deployment="proj")
+    set_cursor(conn, "c", T0 + timedelta(microseconds=250))
+    stored = {r[0]: r[1:] for r in conn.execute(
+        "SELECT name, last_enqueued_at, created_at, updated_at, paused_at FROM awa.cron_jobs")}
+    _, rows = store.cron_states()
+    by_name = {r.name: r for r in rows}
+    for name, (last, created, updated, paused) in stored.items():
+        r = by_name[name]
+        assert (r.last_enqueued_at, r.created_at, r.updated_at, r.paused_at) == (
+            last, created, updated, paused)
+    a, b, c = by_name["a"], by_name["b"], by_name["c"]
+    # Synced in one statement: the same instants, one object each for every row.
+    assert a.created_at is b.created_at and a.updated_at is b.updated_at
+    assert a.last_enqueued_at is b.last_enqueued_at
+    assert c.last_enqueued_at == T0 + timedelta(microseconds=250)
+    # A slice of a sweep and a refresh read their rows the same way.
+    _, sliced = store.cron_states_after("", 10)
+    assert sliced[0].created_at is sliced[1].created_at
+    _, changed = store.changes(T0 - timedelta(days=3650))
+    assert changed[0].created_at is changed[1].created_at
+    # Past the bound, instants are parsed afresh: still the stored values.
+    monkeypatch.setattr("awa_beat.store.SHARED_INSTANTS", 1)
+    _, bounded = store.cron_states()
+    assert sorted((r.name, r.last_enqueued_at, r.created_at) for r in bounded) == sorted(
+        (name, v[0], v[1]) for name, v in stored.items())
+
+
 def test_resync_is_additive_and_keeps_cursor_pause_and_created_at(store: Store, conn) -> None:
     store.sync([row("a"), row("b")], deployment="proj")
     set_cursor(conn, "a", T0)
