@@ -44,7 +44,16 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from beatprocs import Beats, add_beat_options, duplicates, fires, leader_pid, summary, wait_for
+from beatprocs import (
+    Beats,
+    add_beat_options,
+    as_installed,
+    duplicates,
+    fires,
+    leader_pid,
+    summary,
+    wait_for,
+)
 
 from awa_beat.store import connect
 from awa_beat.testing import TempDatabases, server_url
@@ -115,6 +124,7 @@ def main() -> None:
                         help="start the replacement right after the kill (it may win the "
                         "election at its start-up), or only after a standby fired")
     args = parser.parse_args()
+    as_installed()
     env = {"LAGAPP_SCHEDULE": args.schedule, "LAGAPP_BACKGROUND": str(args.background)}
     if args.election_interval is not None:
         env["AWA_BEAT_ELECTION_INTERVAL"] = str(args.election_interval)

@@ -51,7 +51,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from beatprocs import Beats, cpu_seconds, duplicates, leader_pid, pct, wait_for
+from beatprocs import Beats, as_installed, cpu_seconds, duplicates, leader_pid, pct, wait_for
 
 from awa_beat import Schedules
 from awa_beat.fire_times import calendar_for
@@ -282,6 +282,7 @@ def main() -> None:
     parser.add_argument("--startup-timeout", type=float, default=120.0)
     parser.add_argument("--logs", help="keep the beat logs in this folder")
     args = parser.parse_args()
+    as_installed()
     results = []
     with server_url() as server:
         for n in (int(s) for s in args.sizes.split(",")):

@@ -92,7 +92,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--broker", default="amqp://guest:guest@127.0.0.1:5672//")
     args = parser.parse_args()
+    from beatprocs import as_installed
+
     from awa_beat.testing import TempDatabases, server_url
+
+    as_installed()
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path[:2])}
     with server_url() as server:

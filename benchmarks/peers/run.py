@@ -76,7 +76,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE.parent))
 
-from beatprocs import CLK_TCK, SCHEDSTAT, cpu_seconds  # noqa: E402
+from beatprocs import CLK_TCK, SCHEDSTAT, as_installed, cpu_seconds  # noqa: E402
 
 sys.path.insert(0, str(HERE))
 from peerapp import BROKER_OPTIONS  # noqa: E402
@@ -692,6 +692,7 @@ def main() -> None:
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--out", default=str(HERE / "results.md"))
     args = parser.parse_args()
+    as_installed()
     started = time.time()
     # Killed, the harness still stops its beats: a beat left running would load every
     # later measurement (and a PersistentScheduler with 100,000 entries takes a core).
