@@ -220,9 +220,19 @@ def specs_from_beat_schedule(
         load_timezone(default_timezone)
     except ScheduleError as exc:
         problems.add("(app)", "timezone", str(exc))
+    # Entries of one shape (task, schedule and options) differ only in name and call:
+    # the first of each shape is converted whole, the others take its checked fields.
+    shapes: dict[tuple[Any, ...], ScheduleSpec] = {}
     with collector_paused():
         for name, entry in beat_schedule.items():
-            spec = _convert(name, entry, default_timezone, default_dispatch, problems)
+            shape = _shape(entry)
+            template = shapes.get(shape) if shape is not None else None
+            if template is not None:
+                spec = _like(template, name, entry, problems)
+            else:
+                spec = _convert(name, entry, default_timezone, default_dispatch, problems)
+                if spec is not None and shape is not None:
+                    shapes[shape] = spec
             if spec is not None:
                 specs.append(spec)
     if problems.items:
@@ -236,14 +246,80 @@ def spec_from_entry(name: str, entry: Mapping[str, Any], *,
     return specs_from_beat_schedule({name: entry}, default_timezone=default_timezone)[0]
 
 
-def _convert(name: Any, entry: Any, default_tz: str, default_dispatch: str,
-             problems: _Problems) -> ScheduleSpec | None:
+def _shape(entry: Any) -> tuple[Any, ...] | None:
+    """What converting ``entry`` depends on besides its name, args and kwargs, as a key;
+    None where the entry is not a plain dict of known keys with a text task. A schedule
+    other than text or a number, and options, are keyed by identity: the beat_schedule
+    holds them for the whole conversion, and entries built in a loop share them."""
+    if type(entry) is not dict or not _ENTRY_KEYS.issuperset(entry):
+        return None
+    task = entry.get("task")
+    if type(task) is not str:
+        return None
+    schedule = entry.get("schedule")
+    options = entry.get("options")
+    return (task, type(schedule),
+            schedule if type(schedule) in _SHAPE_VALUES else id(schedule),
+            id(options) if options else None)
+
+
+_SHAPE_VALUES = (str, int, float)
+
+
+def _like(template: ScheduleSpec, name: Any, entry: dict[str, Any],
+          problems: _Problems) -> ScheduleSpec | None:
+    """The spec of ``entry``, of the same shape (:func:`_shape`) as the entry that gave
+    ``template``: only its name and call are checked."""
     before = len(problems.items)
+    label = _checked_name(name, problems)
+    args, kwargs = _checked_call(label, entry, problems)
+    if len(problems.items) > before:
+        return None
+    t = template
+    return ScheduleSpec(
+        name=name, kind=t.kind, cron_expr=t.cron_expr, timezone=t.timezone, args=args,
+        kwargs=dict(kwargs) if kwargs else _EMPTY,
+        options=dict(t.options) if t.options else _EMPTY,
+        missed_fire_policy=t.missed_fire_policy, queue=t.queue, priority=t.priority,
+        max_attempts=t.max_attempts, tags=t.tags,
+        metadata=dict(t.metadata) if t.metadata else _EMPTY, dispatch=t.dispatch,
+        metrics=t.metrics, outcomes=dict(t.outcomes) if t.outcomes else _EMPTY,
+    )
+
+
+def _checked_name(name: Any, problems: _Problems) -> str:
+    """The entry's label in problems; a bad name is one of them."""
     label = name if isinstance(name, str) else repr(name)
     if not isinstance(name, str) or not name:
         problems.add(label, "name", "must be a non-empty string")
     elif "\x00" in name:
         problems.add(label, "name", "must not contain NUL characters")
+    return label
+
+
+def _checked_call(label: str, entry: Mapping[str, Any], problems: _Problems,
+                  ) -> tuple[tuple[Any, ...], Mapping[str, Any]]:
+    """The entry's args and kwargs, checked (each is empty where it is bad)."""
+    args = entry.get("args") or ()
+    if type(args) not in (list, tuple) and (
+            isinstance(args, (str, bytes)) or not isinstance(args, Iterable)):
+        problems.add(label, "args", "must be a list or tuple")
+        args = ()
+    args = tuple(args)
+    _check_json(label, "args", list(args), problems)
+    kwargs = entry.get("kwargs") or {}
+    if type(kwargs) is not dict and not isinstance(kwargs, Mapping):
+        problems.add(label, "kwargs", "must be a dict")
+        kwargs = {}
+    if kwargs:
+        _check_json(label, "kwargs", dict(kwargs), problems)
+    return args, kwargs
+
+
+def _convert(name: Any, entry: Any, default_tz: str, default_dispatch: str,
+             problems: _Problems) -> ScheduleSpec | None:
+    before = len(problems.items)
+    label = _checked_name(name, problems)
     # type() first: a large beat_schedule is plain dicts and lists, and an isinstance
     # check against an abstract class costs more than the rest of the line.
     if type(entry) is not dict and not isinstance(entry, Mapping):
@@ -262,19 +338,7 @@ def _convert(name: Any, entry: Any, default_tz: str, default_dispatch: str,
     elif "\x00" in task:
         problems.add(label, "task", "must not contain NUL characters")
 
-    args = entry.get("args") or ()
-    if type(args) not in (list, tuple) and (
-            isinstance(args, (str, bytes)) or not isinstance(args, Iterable)):
-        problems.add(label, "args", "must be a list or tuple")
-        args = ()
-    args = tuple(args)
-    _check_json(label, "args", list(args), problems)
-    kwargs = entry.get("kwargs") or {}
-    if type(kwargs) is not dict and not isinstance(kwargs, Mapping):
-        problems.add(label, "kwargs", "must be a dict")
-        kwargs = {}
-    if kwargs:
-        _check_json(label, "kwargs", dict(kwargs), problems)
+    args, kwargs = _checked_call(label, entry, problems)
 
     options = entry.get("options") or {}
     if type(options) is not dict and not isinstance(options, Mapping):

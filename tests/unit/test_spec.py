@@ -236,6 +236,36 @@ def test_every_problem_of_every_entry_is_reported_at_once() -> None:
     assert "'sometimes' is not a policy; use 'coalesce' or 'catch_up'" in text
 
 
+def test_entries_of_one_shape_convert_as_each_would_alone() -> None:
+    # A generated beat_schedule: one crontab and one options dict for every entry. After
+    # the first, an entry's task, schedule and options are not checked again; its name
+    # and call still are, and its spec is the one it would get on its own.
+    tab = crontab(minute=5, hour="9-17")
+    options = {"queue": "reports", "expires": 60,
+               "awa_beat": {"timezone": "Europe/Paris", "tags": ["t"], "overlap": "skip",
+                            "metadata": {"team": "x"}}}
+    entries = {f"tenant-{i}": {"task": "t.report", "schedule": tab, "args": [i],
+                               "kwargs": {"k": i} if i % 2 else {}, "options": options}
+               for i in range(5)}
+    specs = specs_from_beat_schedule(entries)
+    assert specs == [spec_from_entry(name, entry) for name, entry in entries.items()]
+    assert specs[1].options is not specs[2].options  # each spec owns its mappings
+    entries["tenant-bad"] = {"task": "t.report", "schedule": tab, "args": [object()],
+                             "options": options}
+    entries[""] = {"task": "t.report", "schedule": tab, "options": options}
+    with pytest.raises(ValidationError) as info:
+        specs_from_beat_schedule(entries)
+    assert [(n, f) for n, f, _ in info.value.problems] == [("tenant-bad", "args"),
+                                                           ("", "name")]
+    # A bad shape is reported for every entry that has it, each checked whole.
+    bad_zone = {"awa_beat": {"timezone": "Mars/Olympus"}}
+    with pytest.raises(ValidationError) as info:
+        specs_from_beat_schedule({n: {"task": "t", "schedule": tab, "options": bad_zone}
+                                  for n in ("a", "b")})
+    assert [(n, f) for n, f, _ in info.value.problems] == [
+        ("a", "options.awa_beat.timezone"), ("b", "options.awa_beat.timezone")]
+
+
 def test_bad_default_timezone_is_reported() -> None:
     with pytest.raises(ValidationError, match="timezone"):
         specs_from_beat_schedule({"ok": _entry()}, default_timezone="Nowhere/Land")
