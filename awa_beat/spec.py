@@ -163,20 +163,37 @@ class ScheduleSpec:
     """``overlap``, ``max_runtime``, ``deadline``, ``at_most_once`` as given (stored in
     ``metadata["awa_beat"]``, which the fire statement and the workers read)."""
 
-    def row(self, deployment: str | None = None) -> dict[str, Any]:
+    def row(self, deployment: str | None = None,
+            shared: dict[Any, Any] | None = None) -> dict[str, Any]:
         """The ``awa.cron_jobs`` columns this spec syncs to.
 
         Celery's args and kwargs become the job's ``args``; the entry's apply_async
         options and who dispatches the job ride in ``metadata["celery"]``, so every
         fired job carries them.
+
+        ``shared``, a dict the caller keeps while it holds the specs: rows of specs with
+        the same metadata, options and outcomes objects (those of a generated
+        configuration share the empty ones) then share one metadata dict, and specs
+        with the same tags one list, which :func:`~awa_beat.store.sync_params` encodes
+        once. Such rows are to be read, not changed.
         """
-        metadata = dict(self.metadata)
-        metadata["celery"] = {"options": dict(self.options), "dispatch": self.dispatch}
-        if self.outcomes:
-            metadata["awa_beat"] = dict(self.outcomes)
-        if deployment is not None:
-            # The bridge publishes only its own deployment's jobs, to its own broker.
-            metadata["celery"]["deployment"] = deployment
+        key = (id(self.metadata), id(self.options), id(self.outcomes), self.dispatch)
+        metadata = shared.get(key) if shared is not None else None
+        if metadata is None:
+            metadata = dict(self.metadata)
+            metadata["celery"] = {"options": dict(self.options), "dispatch": self.dispatch}
+            if self.outcomes:
+                metadata["awa_beat"] = dict(self.outcomes)
+            if deployment is not None:
+                # The bridge publishes only its own deployment's jobs, to its own broker.
+                metadata["celery"]["deployment"] = deployment
+            if shared is not None:
+                shared[key] = metadata
+        tags = shared.get(id(self.tags)) if shared is not None else None
+        if tags is None:
+            tags = list(self.tags)
+            if shared is not None:
+                shared[id(self.tags)] = tags
         return {
             "name": self.name,
             "cron_expr": self.cron_expr,
@@ -186,7 +203,7 @@ class ScheduleSpec:
             "args": {"args": list(self.args), "kwargs": dict(self.kwargs)},
             "priority": self.priority,
             "max_attempts": self.max_attempts,
-            "tags": list(self.tags),
+            "tags": tags,
             "metadata": metadata,
             "missed_fire_policy": self.missed_fire_policy,
         }

@@ -844,6 +844,16 @@ class _Same:
 def sync_params(rows: Sequence[dict[str, Any]], deployment: str) -> dict[str, Any]:
     """Bind parameters of ``upsert_schedules``: one array per column."""
     dumps = json.JSONEncoder(separators=(",", ":")).encode
+    texts: dict[int, str] = {}
+
+    def once(value: Any) -> str:
+        # Rows may share one object (ScheduleSpec.row): encoded once. ``rows`` holds
+        # every value for the whole call, so no id is reused meanwhile.
+        text = texts.get(id(value))
+        if text is None:
+            text = texts[id(value)] = dumps(value)
+        return text
+
     return {
         "names": [r["name"] for r in rows],
         "cron_exprs": [r["cron_expr"] for r in rows],
@@ -853,8 +863,8 @@ def sync_params(rows: Sequence[dict[str, Any]], deployment: str) -> dict[str, An
         "args": [dumps(r["args"]) for r in rows],
         "priorities": [r["priority"] for r in rows],
         "max_attempts": [r["max_attempts"] for r in rows],
-        "tags": [dumps(r["tags"]) for r in rows],
-        "metadata": [dumps(r["metadata"]) for r in rows],
+        "tags": [once(r["tags"]) for r in rows],
+        "metadata": [once(r["metadata"]) for r in rows],
         "policies": [r["missed_fire_policy"] for r in rows],
         "deployment": deployment,
     }

@@ -266,6 +266,26 @@ def test_entries_of_one_shape_convert_as_each_would_alone() -> None:
         ("a", "options.awa_beat.timezone"), ("b", "options.awa_beat.timezone")]
 
 
+def test_rows_sharing_their_parts_encode_as_rows_built_alone() -> None:
+    from awa_beat.node import encode_batches
+    from awa_beat.store import SyncBatch
+
+    tab = crontab(minute=5)
+    entries = {f"e{i}": {"task": "t", "schedule": tab, "args": [i]} for i in range(4)}
+    entries.update({
+        "tagged": {"task": "t", "schedule": tab,
+                   "options": {"awa_beat": {"tags": ["a"], "metadata": {"m": 1}}}},
+        "other": {"task": "t", "schedule": tab,
+                  "options": {"queue": "q", "awa_beat": {"tags": ["b"], "dispatch": "celery",
+                                                         "overlap": "skip"}}},
+    })
+    specs = specs_from_beat_schedule(entries)
+    [batch] = encode_batches(specs, "proj")
+    alone = SyncBatch.encode([spec.row("proj") for spec in specs], "proj")
+    assert batch.params == alone.params
+    assert len(set(batch.params["metadata"])) == 3 and len(set(batch.params["tags"])) == 3
+
+
 def test_bad_default_timezone_is_reported() -> None:
     with pytest.raises(ValidationError, match="timezone"):
         specs_from_beat_schedule({"ok": _entry()}, default_timezone="Nowhere/Land")
