@@ -90,8 +90,9 @@ FIRE_BATCH = 2000
 FREEZE_FROM = 10_000
 #: Distinct (calendar, cursor) pairs remembered while rows are applied in bulk.
 DUE_MEMO_LIMIT = 65536
-#: Distinct (expression, zone, policy) triples whose kind rows share; rows of a triple
-#: met once the cache is full hold a kind of their own.
+#: Distinct (expression, zone, policy) triples remembered, so that the rows of a triple
+#: share one kind; once full, the cache starts afresh (the kinds of rows edited or
+#: removed long ago would otherwise stay in it for good, and later triples never share).
 KIND_CACHE = 65536
 #: Fires a coalesce left out are counted up to this many (then recorded as "at least").
 COALESCED_COUNT_LIMIT = 10000
@@ -409,8 +410,9 @@ class Engine:
             problem = f"unknown missed-fire policy {missed_fire_policy!r}"
         kind = _Kind(cron_expr, timezone, missed_fire_policy,
                      calendar if problem is None else None, problem)
-        if len(self._kinds) < KIND_CACHE:
-            self._kinds[(cron_expr, timezone, missed_fire_policy)] = kind
+        if len(self._kinds) >= KIND_CACHE:
+            self._kinds.clear()  # the rows hold their kinds; only the sharing starts afresh
+        self._kinds[(cron_expr, timezone, missed_fire_policy)] = kind
         return kind
 
     def _adopt_state(self, state: TableState) -> None:

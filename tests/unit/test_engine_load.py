@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -41,3 +42,21 @@ def test_rows_applied_together_are_due_when_each_alone_would_be(batch: list[Cron
         alone = Engine(store=None)  # type: ignore[arg-type]
         alone._apply([alone._entry(row)])
         assert together._entries[row.name].due == alone._entries[row.name].due, row
+
+
+def test_the_kind_cache_starts_afresh_when_full(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("awa_beat.engine.KIND_CACHE", 2)
+    engine = Engine(store=None)  # type: ignore[arg-type]  # _apply reads no database
+
+    def row(name: str, expr: str) -> CronState:
+        return CronState(name, expr, "UTC", "coalesce", T0, T0, T0, None)
+
+    engine._apply([engine._entry(row(f"r{m}", f"{m} 3 * * *")) for m in range(5)])
+    assert len(engine._kinds) <= 2
+    # Triples met after the cache started afresh are shared again, and every row keeps
+    # the calendar of its own expression.
+    engine._apply([engine._entry(row(n, "7 3 * * *")) for n in ("a", "b")])
+    assert engine._entries["a"].kind is engine._entries["b"].kind
+    assert [engine._entries[f"r{m}"].cron_expr for m in range(5)] == [
+        f"{m} 3 * * *" for m in range(5)]
+    assert engine._entries["r0"].due == datetime(2026, 3, 8, 3, 0, tzinfo=UTC).timestamp()
