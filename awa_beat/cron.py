@@ -58,6 +58,9 @@ _WS = (
 )
 _WS_SPLIT = re.compile(f"[{_WS}]+")
 _U8 = re.compile(r"\+?[0-9]+")
+# Digits, stars, lists, ranges and steps between spaces: an expression with nothing for
+# the alias, case and name rewriting to change.
+_NUMERIC = re.compile(r"[0-9*,/ -]*")
 
 _NICKNAMES = {
     "@yearly": "0 0 1 1 *",
@@ -474,16 +477,17 @@ class CronExpression:
                 f"the cron expression is empty; {_FIELD_SHAPE}, or an alias like @daily"
             )
         pattern = expr.replace("?", "*")
-        if "@" in pattern:
-            trimmed = _trim(pattern)
-            lowered = trimmed.lower() if trimmed.isascii() else trimmed
-            pattern = _NICKNAMES.get(lowered, trimmed)
-        pattern = _trim(pattern).lower()
-        for name, number in _WEEKDAY_NAMES:
-            pattern = pattern.replace(name, number)
-        pattern = _trim(pattern)
-        for name, number in _MONTH_NAMES:
-            pattern = pattern.replace(name, number)
+        if _NUMERIC.fullmatch(pattern) is None:  # else no alias, case or name to rewrite
+            if "@" in pattern:
+                trimmed = _trim(pattern)
+                lowered = trimmed.lower() if trimmed.isascii() else trimmed
+                pattern = _NICKNAMES.get(lowered, trimmed)
+            pattern = _trim(pattern).lower()
+            for name, number in _WEEKDAY_NAMES:
+                pattern = pattern.replace(name, number)
+            pattern = _trim(pattern)
+            for name, number in _MONTH_NAMES:
+                pattern = pattern.replace(name, number)
         parts = _split_fields(_trim(pattern))
         if len(parts) not in (5, 6):
             if len(parts) == 1 and parts[0].startswith("@"):
