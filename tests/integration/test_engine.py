@@ -266,3 +266,21 @@ def test_a_reload_keeps_the_rows_it_holds_and_drops_a_deleted_one_an_insert_hide
     # Unchanged: the row read again was dropped, not kept.
     assert engine._entries["a"] is held["a"]
     assert now["c"].cron_expr == "0 0 2 1 *"
+
+
+def test_a_row_awa_would_refuse_is_held_as_invalid_and_skipped(store: Store, conn,
+                                                                caplog) -> None:
+    add(store, conn, "ok", "* * * * *", T0)
+    add(store, conn, "bad", "* * * * *", T0)
+    conn.execute("UPDATE awa.cron_jobs SET priority = 9 WHERE name = 'bad'")  # Awa: 1-4
+    clock = Clock(T0 + timedelta(minutes=1, seconds=5))
+    engine = Engine(store, clock=clock)
+    with caplog.at_level(logging.ERROR, logger="awa_beat.engine"):
+        engine.run_pass()
+    assert fired(conn, "ok") == ["2026-03-02 12:01:00+00"] and fired(conn, "bad") == []
+    assert engine.stats.skipped["invalid"] == 1
+    assert "would break Awa's limits" in caplog.text
+    assert engine.census(60).invalid == 1
+    clock.advance(minutes=1)
+    engine.run_pass()  # not tried again until the row changes
+    assert fired(conn, "bad") == [] and engine.stats.skipped["invalid"] == 1
