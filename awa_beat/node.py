@@ -239,9 +239,9 @@ def _default_leadership(url: str, lock_key: int,
 def encode_batches(specs: Sequence[ScheduleSpec], deployment: str) -> list[SyncBatch]:
     """The configuration as sync statements of RESYNC_SLICE rows, encoded once."""
     shared: dict[Any, Any] = {}
-    metadata: dict[Any, Any] = {}
+    parts: dict[Any, Any] = {}  # rows' metadata and tags, shared (ScheduleSpec.row)
     with collector_paused():
-        return [SyncBatch.encode([spec.row(deployment, metadata)
+        return [SyncBatch.encode([spec.row(deployment, parts)
                                   for spec in specs[i:i + RESYNC_SLICE]], deployment, shared)
                 for i in range(0, len(specs), RESYNC_SLICE)]
 

@@ -177,7 +177,8 @@ class ScheduleSpec:
         with the same tags one list, which :func:`~awa_beat.store.sync_params` encodes
         once. Such rows are to be read, not changed.
         """
-        key = (id(self.metadata), id(self.options), id(self.outcomes), self.dispatch)
+        key = (id(self.metadata), id(self.options), id(self.outcomes), self.dispatch,
+               deployment)
         metadata = shared.get(key) if shared is not None else None
         if metadata is None:
             metadata = dict(self.metadata)
@@ -324,13 +325,19 @@ def _checked_call(label: str, entry: Mapping[str, Any], problems: _Problems,
         args = ()
     args = tuple(args)
     _check_json(label, "args", list(args), problems)
-    kwargs = entry.get("kwargs") or {}
-    if type(kwargs) is not dict and not isinstance(kwargs, Mapping):
-        problems.add(label, "kwargs", "must be a dict")
-        kwargs = {}
-    if kwargs:
-        _check_json(label, "kwargs", dict(kwargs), problems)
-    return args, kwargs
+    return args, _checked_mapping(label, "kwargs", entry.get("kwargs"), problems)
+
+
+def _checked_mapping(label: str, field_: str, value: Any, problems: _Problems,
+                     ) -> Mapping[str, Any]:
+    """``value`` if it is a mapping of plain JSON (None: empty), else empty."""
+    value = value or {}
+    if type(value) is not dict and not isinstance(value, Mapping):
+        problems.add(label, field_, "must be a dict")
+        return {}
+    if value:
+        _check_json(label, field_, dict(value), problems)
+    return value
 
 
 def _convert(name: Any, entry: Any, default_tz: str, default_dispatch: str,
@@ -426,15 +433,11 @@ def _convert(name: Any, entry: Any, default_tz: str, default_dispatch: str,
         tags = ()
     elif len(tuple(tags)) > 20:
         problems.add(label, "options.awa_beat.tags", "at most 20 tags (Awa's limit)")
-    metadata = awa.get("metadata") or {}
-    if type(metadata) is not dict and not isinstance(metadata, Mapping):
-        problems.add(label, "options.awa_beat.metadata", "must be a dict")
-        metadata = {}
-    elif metadata:
-        _check_json(label, "options.awa_beat.metadata", dict(metadata), problems)
-        for key in sorted(RESERVED_METADATA & set(metadata)):
-            problems.add(label, f"options.awa_beat.metadata.{key}",
-                         "is reserved: awa-beat writes it on every fired job")
+    metadata = _checked_mapping(label, "options.awa_beat.metadata", awa.get("metadata"),
+                                problems)
+    for key in sorted(RESERVED_METADATA & set(metadata)):
+        problems.add(label, f"options.awa_beat.metadata.{key}",
+                     "is reserved: awa-beat writes it on every fired job")
 
     outcomes = _outcome_options(label, awa, options, problems)
 
