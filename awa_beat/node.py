@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import hashlib
 import logging
 import random
 import time
@@ -41,7 +42,8 @@ from .fire_times import parse_iso
 from .logs import event
 from .records import Contact, Fence, FireResult
 from .spec import ScheduleSpec
-from .store import SyncBatch
+from .sql import queries
+from .store import SyncBatch, sync_params
 
 logger = logging.getLogger(__name__)
 
@@ -179,6 +181,8 @@ class NodeStore(EngineStore, Protocol):
     def migrate(self) -> Any: ...
     def sync(self, rows: SyncBatch) -> Any: ...
     def sync_all(self, batches: Sequence[SyncBatch]) -> Any: ...
+    def config_in_force(self, deployment: str, digest: str) -> bool: ...
+    def record_config(self, deployment: str, digest: str, synced: Any) -> None: ...
     def analyze_if_stale(self) -> bool: ...
     def orphaned_names(self, deployment: str, configured: Sequence[str]) -> list[str]: ...
     def runtime_owned_names(self, names: Sequence[str]) -> list[str]: ...
@@ -237,13 +241,32 @@ def _default_leadership(url: str, lock_key: int,
 
 
 def encode_batches(specs: Sequence[ScheduleSpec], deployment: str) -> list[SyncBatch]:
-    """The configuration as sync statements of RESYNC_SLICE rows, encoded once."""
+    """The configuration as sync statements of RESYNC_SLICE rows."""
     shared: dict[Any, Any] = {}
-    parts: dict[Any, Any] = {}  # rows' metadata and tags, shared (ScheduleSpec.row)
+    parts: dict[Any, Any] = {}
     with collector_paused():
-        return [SyncBatch.encode([spec.row(deployment, parts)
-                                  for spec in specs[i:i + RESYNC_SLICE]], deployment, shared)
+        return [SyncBatch.encode(slice_rows(specs, i, deployment, parts), deployment, shared)
                 for i in range(0, len(specs), RESYNC_SLICE)]
+
+
+def slice_rows(specs: Sequence[ScheduleSpec], start: int, deployment: str,
+               parts: dict[Any, Any]) -> list[dict[str, Any]]:
+    """The rows of the slice of ``specs`` from ``start``; ``parts`` shares their metadata
+    and tags (ScheduleSpec.row) while the caller holds it."""
+    return [spec.row(deployment, parts) for spec in specs[start:start + RESYNC_SLICE]]
+
+
+def config_digest(specs: Sequence[ScheduleSpec], deployment: str) -> str:
+    """A hash of the configuration as the sync would send it, and of the sync statement
+    itself (a release that syncs differently syncs again). Encoded a slice at a time
+    and nothing kept: a beat that finds this configuration stored sends none of it."""
+    digest = hashlib.sha256(queries["upsert_schedules"].encode())
+    parts: dict[Any, Any] = {}
+    with collector_paused():
+        for i in range(0, len(specs), RESYNC_SLICE):
+            rows = slice_rows(specs, i, deployment, parts)
+            digest.update(repr(sync_params(rows, deployment)).encode())
+    return digest.hexdigest()
 
 
 class BeatNode:
@@ -282,14 +305,16 @@ class BeatNode:
         self._make_outbox = make_outbox
         self.hooks = hooks or NodeHooks()
         self._sleep = sleep
-        self._batches = encode_batches(specs, settings.deployment)
+        # Encoded when sent (start-up, a resync's slice): a large configuration is not
+        # held twice, as specs and as its encoding.
+        self._specs = list(specs)
         self._celery_entries = [s.name for s in specs if s.dispatch == "celery"]
         self.store: NodeStore | None = None
         self.leadership: LeadershipLike | None = None
         self.engine: Engine | None = None
         self.outbox: Outbox | None = None
         self.timers = Timers.new()
-        self._resync: list[SyncBatch] = []
+        self._resync: list[int] = []  # the start of each slice still to re-assert
         self._elected_once = False
         self._leading = False
         self._outage = False
@@ -508,9 +533,12 @@ class BeatNode:
         assert self.store is not None and self.engine is not None
         if self.timers.sync.due(now):
             self.timers.sync.set(now, self.settings.sync_interval)
-            self._resync = list(self._batches)
+            self._resync = list(range(0, len(self._specs), RESYNC_SLICE))
         if self._resync:
-            synced = self.store.sync(self._resync.pop())
+            start = self._resync.pop()
+            synced = self.store.sync(SyncBatch.encode(
+                slice_rows(self._specs, start, self.settings.deployment, {}),
+                self.settings.deployment))
             if synced.inserted or synced.updated:
                 self.engine.refresh_soon()  # our own writes notify no one
 
@@ -546,20 +574,35 @@ class BeatNode:
 
     def _sync_all(self) -> None:
         """The start-up sync, every slice before the first fire: a fire must not use a
-        definition the configuration has changed."""
+        definition the configuration has changed. Skipped when the deployment's rows are
+        stored as the last start-up sync of this same configuration left them (a
+        restart, a redeploy that changed no entry): nothing would be written."""
         assert self.store is not None
-        result = self.store.sync_all(self._batches)
+        store, deployment = self.store, self.settings.deployment
+        digest = config_digest(self._specs, deployment) if self._specs else None
+        if digest is not None and store.config_in_force(deployment, digest):
+            # The rows the deployment owns are then the configured ones, no more (no
+            # orphan) and no fewer (none written at run time): nothing to warn of.
+            event(logger, logging.INFO, "sync",
+                  "beat: the %d schedule(s) of beat_schedule are stored as they are "
+                  "configured; nothing to sync", len(self._specs),
+                  inserted=0, updated=0, unchanged=len(self._specs), skipped=True)
+            store.analyze_if_stale()
+            return
+        result = store.sync_all(encode_batches(self._specs, deployment))
+        if digest is not None:
+            store.record_config(deployment, digest, result)
         inserted, updated, unchanged = result.inserted, result.updated, result.unchanged
         event(logger, logging.INFO, "sync",
               "beat: synced %d schedule(s): %d new, %d changed, %d unchanged",
               inserted + updated + unchanged, inserted, updated, unchanged,
-              inserted=inserted, updated=updated, unchanged=unchanged)
-        self.store.analyze_if_stale()  # before the first fire plans against the table
+              inserted=inserted, updated=updated, unchanged=unchanged, skipped=False)
+        store.analyze_if_stale()  # before the first fire plans against the table
         self._warn_orphans()
         self._warn_conflicts()
 
     def configured_names(self) -> Iterable[str]:
-        return (name for batch in self._batches for name in batch.names)
+        return (spec.name for spec in self._specs)
 
     def _warn_orphans(self) -> None:
         assert self.store is not None

@@ -158,15 +158,23 @@ class SyncResult:
     inserted: int
     updated: int
     unchanged: int
+    fingerprint: int = 0
+    """What the rows synced come to once stored (``config_in_force``): a sum of hashes,
+    so that batches add up."""
+
+    @property
+    def rows(self) -> int:
+        return self.inserted + self.updated + self.unchanged
 
     @classmethod
     def total(cls, results: Iterable[SyncResult]) -> SyncResult:
         """The sum of several batches' results."""
-        inserted = updated = unchanged = 0
+        inserted = updated = unchanged = fingerprint = 0
         for r in results:
             inserted, updated, unchanged = (inserted + r.inserted, updated + r.updated,
                                             unchanged + r.unchanged)
-        return cls(inserted, updated, unchanged)
+            fingerprint += r.fingerprint
+        return cls(inserted, updated, unchanged, fingerprint)
 
 
 @dataclass(frozen=True)

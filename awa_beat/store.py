@@ -306,8 +306,9 @@ class Store:
             return SyncResult(0, 0, 0)
         with self._conn() as conn, wrap_errors("syncing schedules"):
             row = conn.execute(queries["upsert_schedules"], batch.params).fetchone()
-        inserted, updated = (int(row[0]), int(row[1])) if row else (0, 0)
-        return SyncResult(inserted, updated, batch.size - inserted - updated)
+        assert row is not None  # an aggregate: always one row
+        inserted, updated = int(row[0]), int(row[1])
+        return SyncResult(inserted, updated, batch.size - inserted - updated, int(row[2]))
 
     def sync_all(self, batches: Sequence[SyncBatch], *,
                  connections: int = SYNC_CONNECTIONS) -> SyncResult:
@@ -326,6 +327,23 @@ class Store:
             finally:
                 pool.shutdown(wait=True, cancel_futures=True)
         return SyncResult.total(results)
+
+    def config_in_force(self, deployment: str, digest: str) -> bool:
+        """Whether ``deployment``'s rows are stored as its last start-up sync of the
+        configuration ``digest`` left them (nothing written to a definition or an owner
+        since): a start with that configuration would write nothing."""
+        with self._conn() as conn, wrap_errors("reading the stored configuration"):
+            row = conn.execute(queries["config_in_force"],
+                               {"deployment": deployment, "digest": digest}).fetchone()
+        return bool(row and row[0])
+
+    def record_config(self, deployment: str, digest: str, synced: SyncResult) -> None:
+        """After a whole sync of the configuration ``digest`` (``synced``: its total), for
+        :meth:`config_in_force` at the next start."""
+        with self._conn() as conn, wrap_errors("recording the synced configuration"):
+            conn.execute(queries["record_config_sync"], {
+                "deployment": deployment, "digest": digest, "row_count": synced.rows,
+                "fingerprint": synced.fingerprint})
 
     def analyze_if_stale(self) -> bool:
         """Refresh the planner's statistics of ``awa.cron_jobs`` when they are missing or

@@ -220,6 +220,11 @@ def _made(row: CronState, make: RowMaker) -> Any:
     return row if make is CronState else make(row.name, *columns_of(row))
 
 
+def _definition_hash(*definition: str) -> int:
+    """awa_beat.definition_hash, for the columns a MemoryStore row keeps."""
+    return hash(definition)
+
+
 class MemoryStore:
     """The store's contract in memory, compare-and-swap included, for unit tests of the
     engine and the node (:class:`~awa_beat.engine.EngineStore`,
@@ -255,6 +260,8 @@ class MemoryStore:
         self.contact = Contact(getattr(clock, "monotonic", time.monotonic))
         self.outbox: tuple[int, float | None] = (0, None)
         """What :meth:`outbox_stats` answers."""
+        self.configs: dict[str, tuple[str, int, int]] = {}
+        """``awa_beat.config_syncs``: per deployment, its digest, row count, fingerprint."""
 
     def _call(self, what: str) -> None:
         self.calls.append(what)
@@ -308,8 +315,10 @@ class MemoryStore:
         p = rows.params
         now = self.clock()
         inserted = updated = 0
+        fingerprint = 0
         for name, expr, zone, policy in zip(p["names"], p["cron_exprs"], p["timezones"],
                                             p["policies"], strict=True):
+            fingerprint += _definition_hash(name, expr, zone, policy)
             old = self.rows.get(name)
             if name in self.runtime:
                 continue
@@ -323,11 +332,23 @@ class MemoryStore:
                                                       updated_at=now)
                 updated += 1
             self.owners[name] = p["deployment"]
-        return SyncResult(inserted, updated, rows.size - inserted - updated)
+        return SyncResult(inserted, updated, rows.size - inserted - updated, fingerprint)
 
     def sync_all(self, batches: Sequence[SyncBatch]) -> SyncResult:
         results = [self.sync(batch) for batch in batches]
         return SyncResult.total(results)
+
+    def config_in_force(self, deployment: str, digest: str) -> bool:
+        self._call("config_in_force")
+        owned = [row for name, row in self.rows.items()
+                 if self.owners.get(name) == deployment and name not in self.runtime]
+        now = (digest, len(owned), sum(_definition_hash(r.name, r.cron_expr, r.timezone,
+                                                        r.missed_fire_policy) for r in owned))
+        return self.configs.get(deployment) == now
+
+    def record_config(self, deployment: str, digest: str, synced: SyncResult) -> None:
+        self._call("record_config")
+        self.configs[deployment] = (digest, synced.rows, synced.fingerprint)
 
     def orphaned_names(self, deployment: str, configured: Sequence[str]) -> list[str]:
         self._call("orphaned_names")

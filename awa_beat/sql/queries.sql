@@ -167,7 +167,13 @@ WITH input AS (
      WHERE s.deployment IS DISTINCT FROM EXCLUDED.deployment AND s.owner = 'config'
 )
 SELECT count(*) FILTER (WHERE inserted) AS inserted,
-       count(*) FILTER (WHERE NOT inserted) AS updated
+       count(*) FILTER (WHERE NOT inserted) AS updated,
+       -- What these rows come to once stored (config_syncs): hashed from the input,
+       -- not read back, so a concurrent writer's rows never count as ours.
+       (SELECT coalesce(sum(awa_beat.definition_hash(
+                   name, cron_expr, timezone, kind, queue, args, priority, max_attempts,
+                   tags, metadata, missed_fire_policy)), 0)
+          FROM input) AS fingerprint
   FROM upserted;
 
 -- fire_batch_standalone --
@@ -517,6 +523,34 @@ SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.m
        c.updated_at, c.paused_at, c.paused_by, s.deployment, s.owner
   FROM awa.cron_jobs c LEFT JOIN awa_beat.schedules s USING (name)
  WHERE c.name = ANY(%(names)s);
+
+-- config_in_force --
+-- Whether the deployment's rows are stored as its last start-up sync of this
+-- configuration (its digest) left them: the rows it owns now have the count and the
+-- fingerprint that sync worked out from its input. Any write to a definition or an
+-- owner since (another replica's resync during a rolling deploy, `awa-beat add` or
+-- `remove`, an edit by hand, a row of the configuration taken at run time) changes
+-- them; fires and pauses do not. The rows are only read when the digest matches.
+SELECT EXISTS (
+    SELECT FROM awa_beat.config_syncs k
+     WHERE k.deployment = %(deployment)s AND k.digest = %(digest)s
+       AND (k.row_count, k.fingerprint) = (
+           SELECT count(*), coalesce(sum(awa_beat.definition_hash(
+                      c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args,
+                      c.priority, c.max_attempts, c.tags, c.metadata,
+                      c.missed_fire_policy)), 0)
+             FROM awa_beat.schedules s JOIN awa.cron_jobs c ON c.name = s.name
+            WHERE s.deployment = %(deployment)s AND s.owner = 'config')
+) AS in_force;
+
+-- record_config_sync --
+-- After a whole start-up sync: the configuration now stored for the deployment (see
+-- config_in_force). The last replica of a deployment to sync is the one recorded.
+INSERT INTO awa_beat.config_syncs AS k (deployment, digest, row_count, fingerprint)
+VALUES (%(deployment)s, %(digest)s, %(row_count)s, %(fingerprint)s)
+ON CONFLICT (deployment) DO UPDATE
+   SET digest = EXCLUDED.digest, row_count = EXCLUDED.row_count,
+       fingerprint = EXCLUDED.fingerprint, synced_at = now();
 
 -- orphaned_names --
 -- The names ``deployment``'s beat_schedule registered (not those written at run time,

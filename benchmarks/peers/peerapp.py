@@ -128,13 +128,17 @@ def prepare(app: Celery, cfg: dict[str, Any]) -> None:
 
 
 def _prepare_awa(app: Celery, cfg: dict[str, Any]) -> None:
+    from awa_beat.node import config_digest, encode_batches
     from awa_beat.spec import specs_from_beat_schedule
     from awa_beat.store import Store, connect
 
     specs = specs_from_beat_schedule(app.conf.beat_schedule, default_timezone="UTC",
                                      default_dispatch="celery")
+    # As a beat of this configuration that ran before leaves it: synced and recorded, as
+    # the other peers find their stores filled.
     with Store(cfg["db_url"]) as store:
-        store.sync([s.row("peers") for s in specs], deployment="peers")
+        store.record_config("peers", config_digest(specs, "peers"),
+                            store.sync_all(encode_batches(specs, "peers")))
     if not cfg.get("failover") and not cfg.get("steady"):
         conn = connect(cfg["db_url"])
         conn.execute("UPDATE awa.cron_jobs SET last_enqueued_at = now() - interval '2 days'"

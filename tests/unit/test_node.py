@@ -69,7 +69,8 @@ def clock() -> FakeClock:
 def test_a_node_migrates_syncs_leads_and_fires_on_time(clock: FakeClock) -> None:
     cluster = Cluster(clock)
     node = cluster.node("a", EVERY_5S).open()
-    assert cluster.store.calls[:4] == ["open", "check_schema", "migrate", "sync"]
+    assert cluster.store.calls[:6] == ["open", "check_schema", "migrate", "config_in_force",
+                                       "sync", "record_config"]
     assert set(cluster.store.rows) == {"five"}
     cluster.run([node], 21)
     assert node.status().role == "leader"
@@ -78,6 +79,24 @@ def test_a_node_migrates_syncs_leads_and_fires_on_time(clock: FakeClock) -> None
     node.close()
     assert node.closed and cluster.lock.holder is None
 
+
+
+def test_a_restart_on_the_stored_configuration_syncs_nothing_and_a_change_resyncs(
+        clock: FakeClock) -> None:
+    cluster = Cluster(clock)
+    cluster.node("a", EVERY_5S).open().close()
+    cluster.store.calls.clear()
+    cluster.node("a", EVERY_5S).open().close()
+    assert "sync" not in cluster.store.calls and "config_in_force" in cluster.store.calls
+    # Another writer changed the row: the next start puts the configuration back.
+    cluster.store.update("five", cron_expr="*/7 * * * * *")
+    cluster.node("a", EVERY_5S).open().close()
+    assert cluster.store.calls.count("sync") == 1
+    assert cluster.store.rows["five"].cron_expr == "*/5 * * * * *"
+    # A changed configuration syncs too.
+    cluster.node("a", {"five": {"task": "t.five", "schedule": 6}}).open().close()
+    assert cluster.store.calls.count("sync") == 2
+    assert cluster.store.rows["five"].cron_expr == "*/6 * * * * *"
 
 def test_the_wait_is_the_time_until_the_next_fire(clock: FakeClock) -> None:
     cluster = Cluster(clock)
