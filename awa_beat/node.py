@@ -43,7 +43,7 @@ from .logs import event
 from .records import Contact, Fence, FireResult
 from .spec import ScheduleSpec
 from .sql import queries
-from .store import SyncBatch, sync_params
+from .store import SyncBatch
 
 logger = logging.getLogger(__name__)
 
@@ -241,31 +241,22 @@ def _default_leadership(url: str, lock_key: int,
 
 
 def encode_batches(specs: Sequence[ScheduleSpec], deployment: str) -> list[SyncBatch]:
-    """The configuration as sync statements of RESYNC_SLICE rows."""
+    """The configuration as sync statements of RESYNC_SLICE rows, encoded once: held
+    for the resyncs in this form, which is smaller than the specs."""
     shared: dict[Any, Any] = {}
-    parts: dict[Any, Any] = {}
+    parts: dict[Any, Any] = {}  # rows' metadata and tags, shared (ScheduleSpec.row)
     with collector_paused():
-        return [SyncBatch.encode(slice_rows(specs, i, deployment, parts), deployment, shared)
+        return [SyncBatch.encode([spec.row(deployment, parts)
+                                  for spec in specs[i:i + RESYNC_SLICE]], deployment, shared)
                 for i in range(0, len(specs), RESYNC_SLICE)]
 
 
-def slice_rows(specs: Sequence[ScheduleSpec], start: int, deployment: str,
-               parts: dict[Any, Any]) -> list[dict[str, Any]]:
-    """The rows of the slice of ``specs`` from ``start``; ``parts`` shares their metadata
-    and tags (ScheduleSpec.row) while the caller holds it."""
-    return [spec.row(deployment, parts) for spec in specs[start:start + RESYNC_SLICE]]
-
-
-def config_digest(specs: Sequence[ScheduleSpec], deployment: str) -> str:
-    """A hash of the configuration as the sync would send it, and of the sync statement
-    itself (a release that syncs differently syncs again). Encoded a slice at a time
-    and nothing kept: a beat that finds this configuration stored sends none of it."""
+def config_digest(batches: Sequence[SyncBatch]) -> str:
+    """A hash of the configuration as the sync sends it, and of the sync statement
+    itself (a release that syncs differently syncs again)."""
     digest = hashlib.sha256(queries["upsert_schedules"].encode())
-    parts: dict[Any, Any] = {}
-    with collector_paused():
-        for i in range(0, len(specs), RESYNC_SLICE):
-            rows = slice_rows(specs, i, deployment, parts)
-            digest.update(repr(sync_params(rows, deployment)).encode())
+    for batch in batches:
+        digest.update(repr(batch.columns).encode())
     return digest.hexdigest()
 
 
@@ -305,16 +296,14 @@ class BeatNode:
         self._make_outbox = make_outbox
         self.hooks = hooks or NodeHooks()
         self._sleep = sleep
-        # Encoded when sent (start-up, a resync's slice): a large configuration is not
-        # held twice, as specs and as its encoding.
-        self._specs = list(specs)
+        self._batches = encode_batches(specs, settings.deployment)
         self._celery_entries = [s.name for s in specs if s.dispatch == "celery"]
         self.store: NodeStore | None = None
         self.leadership: LeadershipLike | None = None
         self.engine: Engine | None = None
         self.outbox: Outbox | None = None
         self.timers = Timers.new()
-        self._resync: list[int] = []  # the start of each slice still to re-assert
+        self._resync: list[SyncBatch] = []
         self._elected_once = False
         self._leading = False
         self._outage = False
@@ -533,12 +522,9 @@ class BeatNode:
         assert self.store is not None and self.engine is not None
         if self.timers.sync.due(now):
             self.timers.sync.set(now, self.settings.sync_interval)
-            self._resync = list(range(0, len(self._specs), RESYNC_SLICE))
+            self._resync = list(self._batches)
         if self._resync:
-            start = self._resync.pop()
-            synced = self.store.sync(SyncBatch.encode(
-                slice_rows(self._specs, start, self.settings.deployment, {}),
-                self.settings.deployment))
+            synced = self.store.sync(self._resync.pop())
             if synced.inserted or synced.updated:
                 self.engine.refresh_soon()  # our own writes notify no one
 
@@ -579,17 +565,17 @@ class BeatNode:
         restart, a redeploy that changed no entry): nothing would be written."""
         assert self.store is not None
         store, deployment = self.store, self.settings.deployment
-        digest = config_digest(self._specs, deployment) if self._specs else None
+        digest = config_digest(self._batches) if self._batches else None
         if digest is not None and store.config_in_force(deployment, digest):
             # The rows the deployment owns are then the configured ones, no more (no
             # orphan) and no fewer (none written at run time): nothing to warn of.
             event(logger, logging.INFO, "sync",
                   "beat: the %d schedule(s) of beat_schedule are stored as they are "
-                  "configured; nothing to sync", len(self._specs),
-                  inserted=0, updated=0, unchanged=len(self._specs), skipped=True)
+                  "configured; nothing to sync", self.configured,
+                  inserted=0, updated=0, unchanged=self.configured, skipped=True)
             store.analyze_if_stale()
             return
-        result = store.sync_all(encode_batches(self._specs, deployment))
+        result = store.sync_all(self._batches)
         if digest is not None:
             store.record_config(deployment, digest, result)
         inserted, updated, unchanged = result.inserted, result.updated, result.unchanged
@@ -602,7 +588,12 @@ class BeatNode:
         self._warn_conflicts()
 
     def configured_names(self) -> Iterable[str]:
-        return (spec.name for spec in self._specs)
+        return (name for batch in self._batches for name in batch.names)
+
+    @property
+    def configured(self) -> int:
+        """How many entries the configuration has."""
+        return sum(batch.size for batch in self._batches)
 
     def _warn_orphans(self) -> None:
         assert self.store is not None

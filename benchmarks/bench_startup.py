@@ -63,7 +63,8 @@ def one_start(cfg: dict[str, Any]) -> None:
         setattr(owner, name, timed)
 
     step(adapter, "specs_from_beat_schedule", "converting the entries")
-    step(node, "config_digest", "encoding them (the configuration's digest)")
+    step(node, "encode_batches", "encoding them")
+    step(node, "config_digest", "their digest")
     step(node.BeatNode, "_sync_all", "the start-up sync (none: the configuration is stored)")
     step(engine.Engine, "load", "loading the rows")
     scheduler = adapter.Scheduler(app=app, lazy=False)

@@ -137,8 +137,8 @@ def _prepare_awa(app: Celery, cfg: dict[str, Any]) -> None:
     # As a beat of this configuration that ran before leaves it: synced and recorded, as
     # the other peers find their stores filled.
     with Store(cfg["db_url"]) as store:
-        store.record_config("peers", config_digest(specs, "peers"),
-                            store.sync_all(encode_batches(specs, "peers")))
+        batches = encode_batches(specs, "peers")
+        store.record_config("peers", config_digest(batches), store.sync_all(batches))
     if not cfg.get("failover") and not cfg.get("steady"):
         conn = connect(cfg["db_url"])
         conn.execute("UPDATE awa.cron_jobs SET last_enqueued_at = now() - interval '2 days'"
