@@ -25,10 +25,11 @@ from __future__ import annotations
 import bisect
 import contextlib
 import hashlib
+import heapq
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -43,7 +44,7 @@ from .logs import event
 from .records import Contact, Fence, FireResult
 from .spec import ScheduleSpec
 from .sql import queries
-from .store import SyncBatch
+from .store import PackedBatch, SyncBatch
 
 logger = logging.getLogger(__name__)
 
@@ -241,23 +242,40 @@ def _default_leadership(url: str, lock_key: int,
 
 
 def encode_batches(specs: Sequence[ScheduleSpec], deployment: str) -> list[SyncBatch]:
-    """The configuration as sync statements of RESYNC_SLICE rows, encoded once: held
-    for the resyncs in this form, which is smaller than the specs."""
-    shared: dict[Any, Any] = {}
+    """The configuration as sync statements of RESYNC_SLICE rows."""
+    return list(iter_batches(specs, deployment))
+
+
+def iter_batches(specs: Sequence[ScheduleSpec], deployment: str) -> Iterator[SyncBatch]:
+    """:func:`encode_batches`, one at a time."""
     parts: dict[Any, Any] = {}  # rows' metadata and tags, shared (ScheduleSpec.row)
     with collector_paused():
-        return [SyncBatch.encode([spec.row(deployment, parts)
-                                  for spec in specs[i:i + RESYNC_SLICE]], deployment, shared)
-                for i in range(0, len(specs), RESYNC_SLICE)]
+        for i in range(0, len(specs), RESYNC_SLICE):
+            yield SyncBatch.encode([spec.row(deployment, parts)
+                                    for spec in specs[i:i + RESYNC_SLICE]], deployment)
 
 
-def config_digest(batches: Sequence[SyncBatch]) -> str:
+def config_digest(batches: Iterable[SyncBatch]) -> str:
     """A hash of the configuration as the sync sends it, and of the sync statement
     itself (a release that syncs differently syncs again)."""
     digest = hashlib.sha256(queries["upsert_schedules"].encode())
     for batch in batches:
         digest.update(repr(batch.columns).encode())
     return digest.hexdigest()
+
+
+def packed_configuration(specs: Sequence[ScheduleSpec], deployment: str
+                         ) -> tuple[list[PackedBatch], str]:
+    """The configuration packed for the resyncs, encoded a batch at a time (so never
+    held whole unpacked), and its :func:`config_digest`."""
+    packed: list[PackedBatch] = []
+
+    def packing() -> Iterator[SyncBatch]:
+        for batch in iter_batches(specs, deployment):
+            packed.append(PackedBatch.pack(batch))
+            yield batch
+
+    return packed, config_digest(packing())
 
 
 class BeatNode:
@@ -296,22 +314,24 @@ class BeatNode:
         self._make_outbox = make_outbox
         self.hooks = hooks or NodeHooks()
         self._sleep = sleep
-        self._batches = encode_batches(specs, settings.deployment)
+        self._batches, self._digest = packed_configuration(specs, settings.deployment)
         self._celery_entries = [s.name for s in specs if s.dispatch == "celery"]
         self.store: NodeStore | None = None
         self.leadership: LeadershipLike | None = None
         self.engine: Engine | None = None
         self.outbox: Outbox | None = None
         self.timers = Timers.new()
-        self._resync: list[SyncBatch] = []
+        self._resync: list[PackedBatch] = []
         self._elected_once = False
         self._leading = False
         self._outage = False
         self._started_at = datetime.now(timezone.utc)
         self.stats = NodeStats()
         # The entries that opt in (options.awa_beat.metrics), else all; by name, bounded.
-        chosen = sorted({s.name for s in specs if s.metrics}) or sorted({s.name for s in specs})
-        self.watched = chosen[:settings.metrics_schedule_limit]
+        # (Names of a beat_schedule are unique; the first few are picked without a sort
+        # of them all.)
+        chosen = [s.name for s in specs if s.metrics] or [s.name for s in specs]
+        self.watched = heapq.nsmallest(settings.metrics_schedule_limit, chosen)
         """The schedules with series of their own in the metrics (a bounded set)."""
         if len(chosen) > len(self.watched) > 0:
             logger.info("beat: per-schedule metrics for the first %d of %d schedules by "
@@ -524,7 +544,7 @@ class BeatNode:
             self.timers.sync.set(now, self.settings.sync_interval)
             self._resync = list(self._batches)
         if self._resync:
-            synced = self.store.sync(self._resync.pop())
+            synced = self.store.sync(self._resync.pop().unpack())
             if synced.inserted or synced.updated:
                 self.engine.refresh_soon()  # our own writes notify no one
 
@@ -565,7 +585,7 @@ class BeatNode:
         restart, a redeploy that changed no entry): nothing would be written."""
         assert self.store is not None
         store, deployment = self.store, self.settings.deployment
-        digest = config_digest(self._batches) if self._batches else None
+        digest = self._digest if self._batches else None
         if digest is not None and store.config_in_force(deployment, digest):
             # The rows the deployment owns are then the configured ones, no more (no
             # orphan) and no fewer (none written at run time): nothing to warn of.
@@ -575,7 +595,7 @@ class BeatNode:
                   inserted=0, updated=0, unchanged=self.configured, skipped=True)
             store.analyze_if_stale()
             return
-        result = store.sync_all(self._batches)
+        result = store.sync_all([batch.unpack() for batch in self._batches])
         if digest is not None:
             store.record_config(deployment, digest, result)
         inserted, updated, unchanged = result.inserted, result.updated, result.unchanged
@@ -588,7 +608,7 @@ class BeatNode:
         self._warn_conflicts()
 
     def configured_names(self) -> Iterable[str]:
-        return (name for batch in self._batches for name in batch.names)
+        return (name for batch in self._batches for name in batch.unpack().names)
 
     @property
     def configured(self) -> int:

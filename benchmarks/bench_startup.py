@@ -63,8 +63,7 @@ def one_start(cfg: dict[str, Any]) -> None:
         setattr(owner, name, timed)
 
     step(adapter, "specs_from_beat_schedule", "converting the entries")
-    step(node, "encode_batches", "encoding them")
-    step(node, "config_digest", "their digest")
+    step(node, "packed_configuration", "encoding them (packed, and their digest)")
     step(node.BeatNode, "_sync_all", "the start-up sync (none: the configuration is stored)")
     step(engine.Engine, "load", "loading the rows")
     scheduler = adapter.Scheduler(app=app, lazy=False)

@@ -286,6 +286,26 @@ def test_rows_sharing_their_parts_encode_as_rows_built_alone() -> None:
     assert len(set(batch.params["metadata"])) == 3 and len(set(batch.params["tags"])) == 3
 
 
+def test_a_configuration_is_held_packed_and_unpacks_to_what_it_encoded() -> None:
+    from awa_beat import node
+    from awa_beat.store import _Same
+
+    tab = crontab(minute=5)
+    entries = {f"e{i:03d}": {"task": "t", "schedule": tab, "args": [i]} for i in range(5)}
+    entries["odd"] = {"task": "u", "schedule": 60, "options": {"queue": "q"}}
+    specs = specs_from_beat_schedule(entries)
+    encoded = node.encode_batches(specs, "proj")
+    packed, digest = node.packed_configuration(specs, "proj")
+    assert [p.unpack() for p in packed] == encoded
+    assert digest == node.config_digest(encoded)
+    # A column of one value stays one value; a column of several stays a list.
+    [batch] = encoded
+    assert isinstance(batch.columns["queues"], _Same)
+    assert batch.columns["kinds"] == ["t"] * 5 + ["u"]
+    assert node.config_digest(node.encode_batches(specs[:-1], "proj")) != digest
+    assert node.config_digest(node.encode_batches(specs, "other")) != digest
+
+
 def test_bad_default_timezone_is_reported() -> None:
     with pytest.raises(ValidationError, match="timezone"):
         specs_from_beat_schedule({"ok": _entry()}, default_timezone="Nowhere/Land")
