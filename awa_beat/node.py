@@ -586,7 +586,7 @@ class BeatNode:
         assert self.store is not None
         store, deployment = self.store, self.settings.deployment
         digest = self._digest if self._batches else None
-        if digest is not None and store.config_in_force(deployment, digest):
+        if digest is not None and self._config_in_force(digest):
             # The rows the deployment owns are then the configured ones, no more (no
             # orphan) and no fewer (none written at run time): nothing to warn of.
             event(logger, logging.INFO, "sync",
@@ -597,7 +597,12 @@ class BeatNode:
             return
         result = store.sync_all([batch.unpack() for batch in self._batches])
         if digest is not None:
-            store.record_config(deployment, digest, result)
+            try:
+                store.record_config(deployment, digest, result)
+            except DatabaseUnavailable:
+                raise
+            except StoreError as exc:
+                self._record_refused(exc, "cannot record the configuration synced")
         inserted, updated, unchanged = result.inserted, result.updated, result.unchanged
         event(logger, logging.INFO, "sync",
               "beat: synced %d schedule(s): %d new, %d changed, %d unchanged",
@@ -606,6 +611,23 @@ class BeatNode:
         store.analyze_if_stale()  # before the first fire plans against the table
         self._warn_orphans()
         self._warn_conflicts()
+
+    def _config_in_force(self, digest: str) -> bool:
+        """Whether the stored rows are this configuration's; a record that cannot be
+        read (a role without rights on awa_beat.config_syncs) means a whole sync."""
+        assert self.store is not None
+        try:
+            return self.store.config_in_force(self.settings.deployment, digest)
+        except DatabaseUnavailable:
+            raise
+        except StoreError as exc:
+            self._record_refused(exc, "cannot read the configuration last synced")
+            return False
+
+    def _record_refused(self, exc: StoreError, what: str) -> None:
+        event(logger, logging.WARNING, "sync.record_failed",
+              "beat: %s (%s); every start syncs the whole configuration until this is "
+              "fixed", what, exc, error=str(exc))
 
     def configured_names(self) -> Iterable[str]:
         return (name for batch in self._batches for name in batch.unpack().names)

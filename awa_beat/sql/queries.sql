@@ -120,15 +120,18 @@ WITH input AS (
     -- transaction after this snapshot is left as that one wrote it.
     -- Probed by name, row by row (OFFSET 0 keeps the lateral subquery a parameterized
     -- index scan): a hash join would read the whole table for every batch.
+    -- JSON is compared as text, as awa_beat.definition_hash sees it (config_in_force):
+    -- 30 and 30.0 are equal as jsonb, but a row kept as 30 while the configuration
+    -- says 30.0 would never match the configuration's record.
     SELECT i.* FROM input i
       LEFT JOIN LATERAL (SELECT * FROM awa.cron_jobs c WHERE c.name = i.name OFFSET 0) c
         ON true
      WHERE c.name IS NULL
-        OR (c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
-            c.tags, c.metadata, c.missed_fire_policy)
+        OR (c.cron_expr, c.timezone, c.kind, c.queue, c.args::text, c.priority,
+            c.max_attempts, c.tags, c.metadata::text, c.missed_fire_policy)
            IS DISTINCT FROM
-           (i.cron_expr, i.timezone, i.kind, i.queue, i.args, i.priority, i.max_attempts,
-            i.tags, i.metadata, i.missed_fire_policy)
+           (i.cron_expr, i.timezone, i.kind, i.queue, i.args::text, i.priority,
+            i.max_attempts, i.tags, i.metadata::text, i.missed_fire_policy)
 ), upserted AS (
     INSERT INTO awa.cron_jobs AS c (
            name, cron_expr, timezone, kind, queue, args, priority, max_attempts, tags,
@@ -148,12 +151,12 @@ WITH input AS (
                THEN GREATEST(c.last_enqueued_at, EXCLUDED.last_enqueued_at)
                ELSE c.last_enqueued_at END,
            updated_at = now()
-     WHERE (c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
-            c.tags, c.metadata, c.missed_fire_policy)
+     WHERE (c.cron_expr, c.timezone, c.kind, c.queue, c.args::text, c.priority,
+            c.max_attempts, c.tags, c.metadata::text, c.missed_fire_policy)
            IS DISTINCT FROM
            (EXCLUDED.cron_expr, EXCLUDED.timezone, EXCLUDED.kind, EXCLUDED.queue,
-            EXCLUDED.args, EXCLUDED.priority, EXCLUDED.max_attempts, EXCLUDED.tags,
-            EXCLUDED.metadata, EXCLUDED.missed_fire_policy)
+            EXCLUDED.args::text, EXCLUDED.priority, EXCLUDED.max_attempts, EXCLUDED.tags,
+            EXCLUDED.metadata::text, EXCLUDED.missed_fire_policy)
        AND NOT EXISTS (SELECT FROM awa_beat.schedules o
                         WHERE o.name = c.name AND o.owner = 'runtime')
     RETURNING (xmax = 0) AS inserted
@@ -529,8 +532,10 @@ SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.m
 -- configuration (its digest) left them: the rows it owns now have the count and the
 -- fingerprint that sync worked out from its input. Any write to a definition or an
 -- owner since (another replica's resync during a rolling deploy, `awa-beat add` or
--- `remove`, an edit by hand, a row of the configuration taken at run time) changes
--- them; fires and pauses do not. The rows are only read when the digest matches.
+-- `remove`, an edit by hand, a row of the configuration taken at run time, a row of
+-- ours whose awa.cron_jobs row someone else deleted: counted, so that its orphan
+-- warning is not skipped) changes them; fires and pauses do not. The rows are only
+-- read when the digest matches.
 SELECT EXISTS (
     SELECT FROM awa_beat.config_syncs k
      WHERE k.deployment = %(deployment)s AND k.digest = %(digest)s
@@ -539,7 +544,7 @@ SELECT EXISTS (
                       c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args,
                       c.priority, c.max_attempts, c.tags, c.metadata,
                       c.missed_fire_policy)), 0)
-             FROM awa_beat.schedules s JOIN awa.cron_jobs c ON c.name = s.name
+             FROM awa_beat.schedules s LEFT JOIN awa.cron_jobs c ON c.name = s.name
             WHERE s.deployment = %(deployment)s AND s.owner = 'config')
 ) AS in_force;
 

@@ -103,6 +103,17 @@ def test_a_configuration_with_a_row_written_at_run_time_syncs_every_start(
     assert not store.config_in_force("proj", "d1")
 
 
+
+def test_a_number_written_differently_is_written_as_configured(
+        store: Store, conn: psycopg.Connection) -> None:
+    # 30 and 30.0 are equal as jsonb, not as the text the fingerprint hashes: a sync that
+    # kept 30 while the configuration says 30.0 would leave a record that never holds.
+    sync_whole(store, [row("s0", args={"x": 30}), row("s1")], "d1")
+    sync_whole(store, [row("s0", args={"x": 30.0}), row("s1")], "d2")
+    assert conn.execute("SELECT args::text FROM awa.cron_jobs WHERE name = 's0'"
+                        ).fetchone() == ('{"x": 30.0}',)
+    assert store.config_in_force("proj", "d2")
+
 def specs(**over: Any) -> list[ScheduleSpec]:
     return specs_from_beat_schedule({
         f"job-{i}": {"task": "app.tasks.tick", "schedule": crontab(minute=str(i)),

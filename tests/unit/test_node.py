@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from awa_beat.config import Settings
-from awa_beat.errors import ConfigError, DatabaseUnavailable
+from awa_beat.errors import ConfigError, DatabaseUnavailable, StoreError
 from awa_beat.node import HEARTBEAT_INTERVAL, BeatNode, NodeHooks
 from awa_beat.records import Fence, FireResult
 from awa_beat.spec import specs_from_beat_schedule
@@ -97,6 +97,27 @@ def test_a_restart_on_the_stored_configuration_syncs_nothing_and_a_change_resync
     cluster.node("a", {"five": {"task": "t.five", "schedule": 6}}).open().close()
     assert cluster.store.calls.count("sync") == 2
     assert cluster.store.rows["five"].cron_expr == "*/6 * * * * *"
+
+
+def test_a_record_that_cannot_be_read_or_written_means_a_whole_sync(
+        clock: FakeClock, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    cluster = Cluster(clock)
+
+    def refused(*args: Any) -> None:
+        raise StoreError("permission denied for table config_syncs")
+
+    monkeypatch.setattr(cluster.store, "config_in_force", refused)
+    monkeypatch.setattr(cluster.store, "record_config", refused)
+    for _ in range(2):
+        cluster.node("a", EVERY_5S).open().close()
+    assert cluster.store.calls.count("sync") == 2
+    assert caplog.text.count("permission denied for table config_syncs") == 4
+    # A lost database is not a refusal: start-up retries it (with back-off) instead.
+    cluster.store.down = "connection refused"
+    monkeypatch.setattr(cluster.store, "config_in_force", lambda *a: cluster.store._call("x"))
+    with pytest.raises(DatabaseUnavailable):
+        cluster.node("a", EVERY_5S, startup_timeout=0).open()
 
 def test_the_wait_is_the_time_until_the_next_fire(clock: FakeClock) -> None:
     cluster = Cluster(clock)

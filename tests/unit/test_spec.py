@@ -303,6 +303,11 @@ def test_a_configuration_is_held_packed_and_unpacks_to_what_it_encoded() -> None
     assert isinstance(batch.columns["queues"], _Same)
     assert batch.columns["kinds"] == ["t"] * 5 + ["u"]
     assert node.config_digest(node.encode_batches(specs[:-1], "proj")) != digest
+    # Equal values from entries converted apart (other schedule objects) are one value.
+    apart = specs_from_beat_schedule({f"a{i}": {"task": "t", "schedule": crontab(minute=5)}
+                                      for i in range(3)})
+    [batch] = node.encode_batches(apart, "proj")
+    assert isinstance(batch.columns["cron_exprs"], _Same)
     assert node.config_digest(node.encode_batches(specs, "other")) != digest
 
 
