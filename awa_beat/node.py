@@ -606,7 +606,7 @@ class BeatNode:
         inserted, updated, unchanged = result.inserted, result.updated, result.unchanged
         event(logger, logging.INFO, "sync",
               "beat: synced %d schedule(s): %d new, %d changed, %d unchanged",
-              inserted + updated + unchanged, inserted, updated, unchanged,
+              result.rows, inserted, updated, unchanged,
               inserted=inserted, updated=updated, unchanged=unchanged, skipped=False)
         store.analyze_if_stale()  # before the first fire plans against the table
         self._warn_orphans()

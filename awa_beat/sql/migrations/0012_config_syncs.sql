@@ -15,8 +15,9 @@ CREATE TABLE IF NOT EXISTS awa_beat.config_syncs (
 
 -- One row's definition, name included, hashed: every column a sync writes, in the
 -- types awa.cron_jobs stores them. Fires and pauses change none of them. A plain SQL
--- function (STABLE, as the record-to-text cast is), so the planner inlines it. hashtextextended (PostgreSQL 11) rather than
--- hash_record_extended (14): awa-beat runs on 13.
+-- function (STABLE, as the record-to-text cast is), so the planner inlines it.
+-- hashtextextended (PostgreSQL 11) rather than hash_record_extended (14): awa-beat
+-- runs on 13.
 CREATE OR REPLACE FUNCTION awa_beat.definition_hash(
     name TEXT, cron_expr TEXT, timezone TEXT, kind TEXT, queue TEXT, args JSONB,
     priority SMALLINT, max_attempts SMALLINT, tags TEXT[], metadata JSONB,
