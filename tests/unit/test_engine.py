@@ -36,6 +36,31 @@ def test_coalesce_fires_the_latest_missed_time_once_and_catch_up_every_one(
     assert store.fired("cu") == [f"2026-03-02 12:0{m}:00+00" for m in (1, 2, 3)]
 
 
+def test_rows_sharing_a_calendar_each_fire_from_their_own_cursor_and_policy(
+        clock: FakeClock, store: MemoryStore) -> None:
+    # One batch works out the fires of rows with the same calendar, cursor and policy
+    # once: a row that differs in any of them must still get its own.
+    for name in ("a1", "a2"):
+        store.add(name, "* * * * *", last_enqueued_at=T0)
+    store.add("late", "* * * * *", last_enqueued_at=T0 - timedelta(minutes=2))
+    store.add("late_cu", "* * * * *", last_enqueued_at=T0 - timedelta(minutes=2),
+              missed_fire_policy="catch_up")
+    store.add("same_cu", "* * * * *", last_enqueued_at=T0, missed_fire_policy="catch_up")
+    store.add("other_zone", "* * * * *", last_enqueued_at=T0, timezone="Asia/Kolkata")
+    store.add("new_old", "0 * * * *", created_at=T0 - timedelta(hours=2))
+    store.add("new_now", "0 * * * *", created_at=T0 + timedelta(minutes=1, seconds=20))
+    clock.advance(minutes=1, seconds=30)
+    Engine(store, clock=clock).run_pass()
+    assert store.fired("new_old") == ["2026-03-02 12:00:00+00"]
+    assert store.fired("new_now") == []
+    assert store.fired("a1") == store.fired("a2") == ["2026-03-02 12:01:00+00"]
+    assert store.fired("late") == ["2026-03-02 12:01:00+00"]
+    assert store.fired("late_cu") == [f"2026-03-02 {t}:00+00" for t in
+                                      ("11:59", "12:00", "12:01")]
+    assert store.fired("same_cu") == ["2026-03-02 12:01:00+00"]
+    assert store.fired("other_zone") == ["2026-03-02 12:01:00+00"]
+
+
 def test_catch_up_stops_at_the_limit_and_goes_on_next_pass(
         clock: FakeClock, store: MemoryStore, caplog: pytest.LogCaptureFixture) -> None:
     store.add("cu", "* * * * *", last_enqueued_at=T0, missed_fire_policy="catch_up")
