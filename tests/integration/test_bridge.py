@@ -351,16 +351,17 @@ def test_connection_dropped_mid_drain_republishes_with_the_same_ids(
     bridge = Bridge(app, standalone, deployment="bt")
     publisher = bridge._publisher
     publisher.open()
-    real_publish = publisher.channel.basic_publish
+    transport = publisher.conn.connection.transport
+    real_write = transport.write
     sent = []
 
-    def drop_after_four(message: Any, **kwargs: Any) -> Any:
-        sent.append(message)
+    def drop_after_four(data: Any) -> Any:  # every publish's frames pass through here
+        sent.append(data)
         if len(sent) == 5:  # the broker connection goes away under the bridge
             publisher.conn.connection.sock.shutdown(socket.SHUT_RDWR)
-        return real_publish(message, **kwargs)
+        return real_write(data)
 
-    publisher.channel.basic_publish = drop_after_four
+    transport.write = drop_after_four
     assert bridge.drain() == 0
     c = connect(standalone.conninfo)
     assert c.execute("SELECT count(*) FROM awa.jobs WHERE state = 'available'").fetchone()[0] == 10

@@ -6,13 +6,16 @@ from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
 
+from amqp import spec
 from amqp.basic_message import Message
+from amqp.method_framing import frame_writer
+from amqp.serialization import dumps
 from celery import Celery
 from celery.utils.saferepr import saferepr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from awa_beat.bridge.amqp import EncodedMessage, HeaderTable
+from awa_beat.bridge.amqp import HeaderTable, PublishFrames, encode_properties
 from awa_beat.bridge.messages import _Recorder, _saferepr
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**63, 2**63 - 1),
@@ -38,10 +41,10 @@ def celery_message() -> tuple[Any, ...]:
 
 def encoded_both_ways(template: dict[str, Any], message_headers: dict[str, Any],
                       **properties: Any) -> tuple[bytes, bytes]:
-    ours = EncodedMessage("body", HeaderTable(template), application_headers=message_headers,
-                          **properties)
+    ours = encode_properties(dict(properties, application_headers=message_headers),
+                             HeaderTable(template))
     theirs = Message("body", application_headers=message_headers, **properties)
-    return ours._serialize_properties(), theirs._serialize_properties()
+    return ours, theirs._serialize_properties()
 
 
 def test_a_celery_message_and_its_copies_encode_as_py_amqp_does() -> None:
@@ -87,3 +90,70 @@ def test_args_shortcut_equals_celery_saferepr(args: list[Any]) -> None:
     for maxlen in (1024, 20):
         assert _saferepr(args, maxlen, 3) == saferepr(args, maxlen, maxlevels=3)
     assert _saferepr({}, 1024, 3) == saferepr({}, 1024, maxlevels=3)
+
+
+class _Recording:
+    """What py-amqp's frame writer is given: a connection's frame_max and a transport."""
+
+    def __init__(self, frame_max: int) -> None:
+        self.frame_max = frame_max
+        self.bytes_sent = 0
+        self.written: list[bytes] = []
+
+    def write(self, data: Any) -> None:
+        self.written.append(bytes(data))
+
+
+def py_amqp_frames(frame_max: int, channel_id: int, exchange: str, routing_key: str,
+                   body: Any, headers: dict[str, Any], **properties: Any) -> bytes:
+    recording = _Recording(frame_max)
+    write = frame_writer(recording, recording)
+    message = Message(body, application_headers=headers, **properties)
+    write(1, channel_id, spec.Basic.Publish,
+          dumps("Bssbb", (0, exchange, routing_key, False, False)), message)
+    return b"".join(recording.written)
+
+
+def our_frames(frame_max: int, channel_id: int, exchange: str, routing_key: str,
+               body: Any, headers: dict[str, Any], template: dict[str, Any],
+               **properties: Any) -> bytes:
+    frames = PublishFrames(channel_id, frame_max)
+    properties["application_headers"] = headers
+    first = frames.publish(exchange, routing_key, body, dict(properties), HeaderTable(template))
+    again = frames.publish(exchange, routing_key, body, dict(properties), HeaderTable(template))
+    assert first == again  # the cached method frame is the one built first
+    return first
+
+
+def test_a_celery_message_and_its_copies_are_framed_as_py_amqp_frames_them() -> None:
+    body, priority, ctype, cenc, template, props, routing_key, exchange, _ = celery_message()
+    copy = dict(template, id="c" * 36, root_id="c" * 36, argsrepr="[2, 'three']")
+    for frame_max in (131072, 4096, 200):  # whole, and a body of several frames
+        for text in (body, body * 40, "", "é" * 300):
+            properties = dict(props, priority=priority, content_type=ctype,
+                              content_encoding=cenc, correlation_id="c" * 36)
+            assert our_frames(frame_max, 1, exchange, routing_key, text, copy, template,
+                              **properties) == py_amqp_frames(
+                frame_max, 1, exchange, routing_key, text, copy, **properties)
+
+
+@settings(max_examples=200, deadline=None)
+@given(template=headers, changes=headers, channel_id=st.integers(1, 65535),
+       frame_max=st.integers(9, 256), exchange=st.text(max_size=30),
+       routing_key=st.text(max_size=60),
+       body=st.one_of(st.text(max_size=3000), st.binary(max_size=3000)),
+       content_encoding=st.sampled_from([None, "utf-8", "binary"]),
+       correlation_id=shortstr, expiration=shortstr)
+def test_any_publish_is_framed_as_py_amqp_frames_it(
+    template: dict[str, Any], changes: dict[str, Any], channel_id: int, frame_max: int,
+    exchange: str, routing_key: str, body: Any, content_encoding: str | None,
+    **properties: Any
+) -> None:
+    if content_encoding is not None:
+        properties["content_encoding"] = content_encoding
+    if isinstance(body, str) and content_encoding == "binary":
+        body = body.encode()  # py-amqp would encode it in a codec Python does not know
+    message_headers = {**template, **changes}
+    assert our_frames(frame_max, channel_id, exchange, routing_key, body, message_headers,
+                      template, **properties) == py_amqp_frames(
+        frame_max, channel_id, exchange, routing_key, body, message_headers, **properties)

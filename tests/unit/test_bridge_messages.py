@@ -12,6 +12,9 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kombu.serialization import register
 
 from awa_beat.bridge import Bridge, Dispatcher, fire_task_id
 from awa_beat.bridge import messages as m
@@ -162,6 +165,64 @@ def test_the_cache_of_args_is_bounded(builder: Any) -> None:
     for i in range(m.CALL_CACHE_SIZE + 10):
         builder.prepare(row(i, args={"args": [i], "kwargs": {}}))
     assert len(builder._calls) <= m.CALL_CACHE_SIZE
+
+
+@settings(max_examples=200, deadline=None)
+@given(name=st.one_of(st.none(), st.text(max_size=40)), fire_time=st.one_of(
+    st.none(), st.text(max_size=30)), job_id=st.integers(0, 2**63 - 1))
+def test_task_ids_are_uuid5_of_the_fire(name: str | None, fire_time: str | None,
+                                       job_id: int) -> None:
+    key = f"{name}@{fire_time}" if fire_time else f"job:{job_id}"
+    try:
+        expected = str(uuid.uuid5(m.TASK_ID_NAMESPACE, key))
+    except UnicodeEncodeError:  # a lone surrogate: no id either way
+        with pytest.raises(UnicodeEncodeError):
+            fire_task_id(name, fire_time, job_id)
+        return
+    assert fire_task_id(name, fire_time, job_id) == expected
+
+
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(),
+              st.text(max_size=12)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3),
+                            st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+    max_leaves=8)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(args=st.lists(json_values, max_size=4),
+       kwargs=st.dictionaries(st.text(max_size=8), json_values, max_size=3))
+def test_copies_bodies_equal_celerys_for_any_json_args(args: list[Any],
+                                                        kwargs: dict[str, Any]) -> None:
+    app = celery_app("bridgebody")
+    builder = MessageBuilder(app)
+    builder.prepare(row(1, args={"args": [0], "kwargs": {}}, cron_name="first"))
+    call = {"args": args, "kwargs": kwargs}
+    copy = builder.prepare(row(2, args=call, cron_name="second"))
+    alone = MessageBuilder(app)
+    fresh = alone.prepare(row(2, args=call, cron_name="second"))
+    builder.close(), alone.close()
+    assert copy.table is not None and copy.body == fresh.body
+    assert copy.headers["argsrepr"] == fresh.headers["argsrepr"]
+    assert copy.headers["kwargsrepr"] == fresh.headers["kwargsrepr"]
+
+
+def test_copies_of_a_serializer_of_the_apps_own_are_made_by_it() -> None:
+    def sorted_json(value: Any) -> str:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+    register("awa-sorted-json", sorted_json, json.loads,
+             content_type="application/x-awa-sorted-json", content_encoding="utf-8")
+    app = celery_app("bridgeserializer", task_serializer="awa-sorted-json")
+    builder = MessageBuilder(app)
+    call = {"args": [{"b": 1, "a": 2}], "kwargs": {"z": 1, "y": 2}}
+    builder.prepare(row(1, args=call, cron_name="first"))
+    copy = builder.prepare(row(2, args=call, cron_name="second"))
+    builder.close()
+    assert copy.table is not None  # a copy, with its body made by the app's serializer
+    assert copy.body == '[[{"a":2,"b":1}],{"y":2,"z":1},{"callbacks":null,"chain":null,' \
+        '"chord":null,"errbacks":null}]'
 
 
 # -- the drain ------------------------------------------------------------------------------
