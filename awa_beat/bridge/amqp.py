@@ -40,19 +40,51 @@ def _item(key: str, value: Any) -> bytes:
 
 
 class HeaderTable:
-    """Encodes header tables that mostly repeat one template's entries."""
+    """Encodes the header tables (and the other properties) of messages that mostly
+    repeat one template's."""
 
-    __slots__ = ("_known",)
+    __slots__ = ("_known", "_scalars", "_text_keys")
 
     def __init__(self, template: dict[str, Any]) -> None:
         self._known = {k: (v, _item(k, v)) for k, v in template.items()}
+        self._text_keys: dict[str, bytes] = {}
+        """A key's encoding and the type of a string value, for the headers that differ."""
+        self._scalars: dict[str, tuple[Any, bytes]] = {}
+        """The last value of each other property, encoded: most repeat the template's."""
+
+    def scalar(self, key: str, kind: str, value: Any) -> bytes:
+        """A property other than the headers, encoded as py-amqp does."""
+        last = self._scalars.get(key)
+        if last is not None and last[0] is value:
+            return last[1]
+        if kind == "s":
+            data = _short(value)
+        elif kind == "o":
+            data = pack("B", value)
+        else:
+            data = dumps(kind, [value])
+        self._scalars[key] = (value, data)
+        return data
 
     def encode(self, headers: dict[str, Any]) -> bytes:
         known = self._known
-        parts = []
+        text_keys = self._text_keys
+        parts: list[bytes] = []
+        append = parts.append
         for key, value in headers.items():
             hit = known.get(key)
-            parts.append(hit[1] if hit is not None and hit[0] is value else _item(key, value))
+            if hit is not None and hit[0] is value:
+                append(hit[1])
+            elif type(value) is str:
+                head = text_keys.get(key)
+                if head is None:
+                    head = text_keys[key] = _short(key) + b"S"
+                data = value.encode("utf-8", "surrogatepass")
+                append(head)
+                append(pack(">I", len(data)))
+                append(data)
+            else:
+                append(_item(key, value))
         data = b"".join(parts)
         return pack(">I", len(data)) + data
 
@@ -62,30 +94,22 @@ def _short(value: str | bytes) -> bytes:
     return pack("B", len(data)) + data
 
 
+#: Basic's fourteen properties in their order on the wire, each with its flag bit: they
+#: fit one flags word.
+_PROPERTIES = [(key, kind, 1 << (15 - i)) for i, (key, kind) in enumerate(Message.PROPERTIES)]
+
+
 def encode_properties(props: dict[str, Any], table: HeaderTable) -> bytes:
     """A content header's property flags and values, as py-amqp's ``Message`` encodes
     them, with ``application_headers`` through ``table``."""
-    shift, flag_bits = 15, 0
-    flags: list[int] = []
+    flags = 0
     values: list[bytes] = []
-    for key, kind in Message.PROPERTIES:
+    for key, kind, bit in _PROPERTIES:
         value = props.get(key)
         if value is not None:
-            if shift == 0:
-                flags.append(flag_bits)
-                flag_bits, shift = 0, 15
-            flag_bits |= 1 << shift
-            if kind == "s":
-                values.append(_short(value))
-            elif kind == "o":
-                values.append(pack("B", value))
-            elif kind == "F":
-                values.append(table.encode(value or {}))
-            else:
-                values.append(dumps(kind, [value]))
-        shift -= 1
-    flags.append(flag_bits)
-    return b"".join([pack(">H", f) for f in flags] + values)
+            flags |= bit
+            values.append(table.encode(value) if kind == "F" else table.scalar(key, kind, value))
+    return pack(">H", flags) + b"".join(values)
 
 
 _BASIC_PUBLISH = pack(">HH", 60, 40)

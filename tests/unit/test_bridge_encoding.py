@@ -40,9 +40,10 @@ def celery_message() -> tuple[Any, ...]:
 
 
 def encoded_both_ways(template: dict[str, Any], message_headers: dict[str, Any],
-                      **properties: Any) -> tuple[bytes, bytes]:
+                      table: HeaderTable | None = None, **properties: Any
+                      ) -> tuple[bytes, bytes]:
     ours = encode_properties(dict(properties, application_headers=message_headers),
-                             HeaderTable(template))
+                             table or HeaderTable(template))
     theirs = Message("body", application_headers=message_headers, **properties)
     return ours, theirs._serialize_properties()
 
@@ -73,6 +74,24 @@ def test_any_headers_and_properties_encode_as_py_amqp_does(
     message_headers = {**template, **changes}
     ours, theirs = encoded_both_ways(template, message_headers, **properties)
     assert ours == theirs
+
+
+property_sets = st.fixed_dictionaries({}, optional={
+    "content_type": shortstr, "correlation_id": shortstr, "expiration": shortstr,
+    "delivery_mode": st.sampled_from([1, 2]), "priority": st.integers(0, 255),
+    "timestamp": st.integers(0, 2**40)})
+
+
+@settings(max_examples=200, deadline=None)
+@given(template=headers, messages=st.lists(st.tuples(headers, property_sets), max_size=6))
+def test_one_table_encodes_a_run_of_messages_as_py_amqp_does(
+    template: dict[str, Any], messages: list[tuple[dict[str, Any], dict[str, Any]]]
+) -> None:
+    table = HeaderTable(template)  # remembers what it encoded last: each must still match
+    for changes, properties in messages:
+        ours, theirs = encoded_both_ways(template, {**template, **changes}, table,
+                                         **properties)
+        assert ours == theirs
 
 
 def test_other_header_types_encode_as_py_amqp_does() -> None:
