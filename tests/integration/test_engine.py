@@ -217,16 +217,24 @@ def test_a_burst_is_fired_in_batches_without_sleeping_between(store: Store, conn
     import awa_beat.engine as engine_module
 
     monkeypatch.setattr(engine_module, "FIRE_BATCH", 2)
-    for i in range(5):
+    monkeypatch.setattr(engine_module, "FIRST_FIRE_BATCH", 1)
+    for i in range(6):
         add(store, conn, f"b{i}", "* * * * *", T0)
-    engine = Engine(store, clock=Clock(T0 + timedelta(minutes=1)))
-    counts = []
-    for _ in range(4):
-        report = engine.run_pass()
-        counts.append((len(report.fired.jobs), report.wait))
-    assert counts == [(2, 0.0), (2, 0.0), (1, counts[2][1]), (0, counts[3][1])]
-    assert counts[2][1] > 0  # all fired: the next pass can wait
-    assert all(fired(conn, f"b{i}") == ["2026-03-02 12:01:00+00"] for i in range(5))
+    clock = Clock(T0 + timedelta(minutes=1))
+    engine = Engine(store, clock=clock)
+
+    def burst() -> list[tuple[int, bool]]:
+        counts = []
+        for _ in range(5):
+            report = engine.run_pass()
+            counts.append((len(report.fired.jobs), report.wait > 0))
+        return counts
+
+    # A small first statement, for the bridge to start on, then full ones; then a wait.
+    assert burst() == [(1, False), (2, False), (2, False), (1, True), (0, True)]
+    assert all(fired(conn, f"b{i}") == ["2026-03-02 12:01:00+00"] for i in range(6))
+    clock.advance(minutes=1)  # the next burst starts small again
+    assert burst() == [(1, False), (2, False), (2, False), (1, True), (0, True)]
 
 
 def test_a_change_committed_later_than_the_lookback_is_seen_at_the_full_reload(
