@@ -86,8 +86,10 @@ RETRY_DELAY = 1.0
 #: that a burst is published while the rest is fired, with bounded memory.
 FIRE_BATCH = 2000
 #: Schedules in the first fire statement of a burst: the bridge starts publishing those
-#: while the rest are fired, rather than wait for a whole FIRE_BATCH.
-FIRST_FIRE_BATCH = 200
+#: while the rest are fired, rather than wait for a whole FIRE_BATCH. Each next statement
+#: of the burst may fire FIRE_RAMP times as many, up to FIRE_BATCH.
+FIRST_FIRE_BATCH = 50
+FIRE_RAMP = 4
 #: Rows held from which a load takes everything then alive out of the cyclic collector's
 #: sight (gc.freeze).
 FREEZE_FROM = 10_000
@@ -288,8 +290,8 @@ class Engine:
         self.stats = EngineStats()
         self._retrying: set[str] = set()
         """Schedules put off by a failed fire (their queued instant is not their fire time)."""
-        self._bursting = False
-        """The last fire statement was full: more may be due, in statements of FIRE_BATCH."""
+        self._batch = 0
+        """The size of the last fire statement if it was full (more may be due), else 0."""
 
     # -- loading -----------------------------------------------------------------------------
 
@@ -550,9 +552,9 @@ class Engine:
         return max(0.0, until - now)
 
     def fire_due(self) -> FireResult:
-        """Fire the schedules whose due time has come, up to FIRE_BATCH of them (the
-        first statement of a burst FIRST_FIRE_BATCH), in one batched statement;
-        :meth:`wait` is 0 while more are due."""
+        """Fire the schedules whose due time has come, up to FIRE_BATCH of them (fewer
+        in the first statements of a burst), in one batched statement; :meth:`wait` is
+        0 while more are due."""
         now = self.clock()
         now_epoch = now.timestamp()
         requests: list[FireRequest] = []
@@ -560,7 +562,7 @@ class Engine:
         # (every tenant at midnight) that is most of a batch, so each is worked out once.
         # The calendar is keyed by identity: the entries hold it for the whole call.
         fires_of: dict[tuple[Any, ...], list[datetime]] = {}
-        limit = FIRE_BATCH if self._bursting else min(FIRST_FIRE_BATCH, FIRE_BATCH)
+        limit = min(FIRE_BATCH, self._batch * FIRE_RAMP if self._batch else FIRST_FIRE_BATCH)
         while len(requests) < limit:
             item = self._queue.pop(now_epoch)
             if item is None:
@@ -590,7 +592,7 @@ class Engine:
                                             coalesced=coalesced))
             else:
                 self._schedule(entry)
-        self._bursting = len(requests) >= limit
+        self._batch = limit if len(requests) >= limit else 0
         if not requests:
             return FireResult()
         try:

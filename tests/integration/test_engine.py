@@ -216,9 +216,10 @@ def test_a_burst_is_fired_in_batches_without_sleeping_between(store: Store, conn
                                                               monkeypatch) -> None:
     import awa_beat.engine as engine_module
 
-    monkeypatch.setattr(engine_module, "FIRE_BATCH", 2)
+    monkeypatch.setattr(engine_module, "FIRE_BATCH", 8)
     monkeypatch.setattr(engine_module, "FIRST_FIRE_BATCH", 1)
-    for i in range(6):
+    monkeypatch.setattr(engine_module, "FIRE_RAMP", 4)
+    for i in range(20):
         add(store, conn, f"b{i}", "* * * * *", T0)
     clock = Clock(T0 + timedelta(minutes=1))
     engine = Engine(store, clock=clock)
@@ -230,11 +231,12 @@ def test_a_burst_is_fired_in_batches_without_sleeping_between(store: Store, conn
             counts.append((len(report.fired.jobs), report.wait > 0))
         return counts
 
-    # A small first statement, for the bridge to start on, then full ones; then a wait.
-    assert burst() == [(1, False), (2, False), (2, False), (1, True), (0, True)]
-    assert all(fired(conn, f"b{i}") == ["2026-03-02 12:01:00+00"] for i in range(6))
+    # A small first statement, for the bridge to start on, then larger ones up to a full
+    # batch; then a wait.
+    assert burst() == [(1, False), (4, False), (8, False), (7, True), (0, True)]
+    assert all(fired(conn, f"b{i}") == ["2026-03-02 12:01:00+00"] for i in range(20))
     clock.advance(minutes=1)  # the next burst starts small again
-    assert burst() == [(1, False), (2, False), (2, False), (1, True), (0, True)]
+    assert burst() == [(1, False), (4, False), (8, False), (7, True), (0, True)]
 
 
 def test_a_change_committed_later_than_the_lookback_is_seen_at_the_full_reload(
