@@ -689,8 +689,7 @@ class BeatNode:
         if not self.timers.standby_refresh.due(now):
             return
         self.timers.standby_refresh.set(now, STANDBY_REFRESH_INTERVAL)
-        with contextlib.suppress(StoreError):  # the election reports database trouble
-            self.engine.refresh()
+        self._standby_refresh()
 
     def _standby_wait(self, now: float) -> float:
         """Until the next election: the seconds to sleep, or sleep here on the lock's
@@ -710,9 +709,18 @@ class BeatNode:
         if any(table == "cron_jobs" and origin != self.store.origin
                for table, _, origin in (p.partition(" ") for p in payloads)):
             timers.standby_refresh.set(self._monotonic(), STANDBY_REFRESH_INTERVAL)
-            with contextlib.suppress(StoreError):  # the election reports it
-                self.engine.refresh()
+            self._standby_refresh()
         return 0.0
+
+    def _standby_refresh(self) -> None:
+        """Refresh a standby's view; if the database fails it, again in MAX_RETRY_WAIT
+        rather than STANDBY_REFRESH_INTERVAL, since the change a notification announced
+        is still to be seen (the election reports the database's trouble)."""
+        assert self.engine is not None
+        try:
+            self.engine.refresh()
+        except StoreError:
+            self.timers.standby_refresh.set(self._monotonic(), MAX_RETRY_WAIT)
 
     def _heartbeat(self, now: float) -> None:
         """Tell `awa-beat status` who runs, every HEARTBEAT_INTERVAL; never fatal."""

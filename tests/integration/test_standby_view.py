@@ -78,11 +78,11 @@ def test_a_standby_follows_api_changes_then_fires_them_after_the_leader(
     # Notified where the schema sends notifications; where Awa owns the tables a
     # standby keeps its refresh interval. Where it is notified, its periodic refresh is
     # put out of reach, so that only the notification can bring a change in time; the
-    # deadline leaves room for a loaded machine, the notification itself takes
-    # milliseconds.
+    # deadline leaves room for a loaded machine (2 s was once missed in a whole CI run),
+    # the notification itself takes milliseconds.
     if layout == "standalone":
         monkeypatch.setattr(node_module, "STANDBY_REFRESH_INTERVAL", 600.0)
-        within = 2.0
+        within = 5.0
     else:
         within = STANDBY_REFRESH_INTERVAL + 1.5
     with replicas(db_url) as (leader, standby), Schedules(db_url, settings=PROJ) as api:

@@ -62,3 +62,35 @@ def test_a_subscribed_standby_refreshes_on_each_change_from_another_session() ->
 def engine_state(node: BeatNode, name: str) -> Any:
     assert node.engine is not None
     return node.engine.state(name)
+
+
+def test_a_change_whose_refresh_failed_is_refreshed_again_soon() -> None:
+    clock = FakeClock(T0)
+    store = MemoryStore(clock, origin="standby")
+    lock = MemoryLock()
+    lock.holder = object()
+    leaderships: list[NotifiedLeadership] = []
+
+    def leadership(url: str, key: int, probe: Any, **_: Any) -> NotifiedLeadership:
+        leaderships.append(NotifiedLeadership(lock, "h:2", clock.monotonic))
+        return leaderships[0]
+
+    node = BeatNode(Settings(deployment="d", election_interval=0.2), [],
+                    database_url="memory://", identity="h:2", clock=clock,
+                    monotonic=clock.monotonic, make_store=lambda url, origin: store,
+                    make_leadership=leadership).open()
+    node.tick(clock.monotonic())
+    clock.advance(seconds=0.1)
+    node.tick(clock.monotonic())
+    store.add("new", "* * * * *")
+    store.down = "connection lost"  # the notified refresh fails
+    leaderships[0].queued = [{"cron_jobs leader"}]
+    node.tick(clock.monotonic())
+    store.down = None
+    assert engine_state(node, "new") is None
+    # No other notification comes: the change is seen within a second anyway, well
+    # before the periodic refresh.
+    for _ in range(6):
+        clock.advance(seconds=0.2)
+        node.tick(clock.monotonic())
+    assert engine_state(node, "new") is not None
