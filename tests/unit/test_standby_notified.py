@@ -28,21 +28,28 @@ class NotifiedLeadership(MemoryLeadership):
         return self.queued.pop(0) if self.queued else set()
 
 
-def test_a_subscribed_standby_refreshes_on_each_change_from_another_session() -> None:
-    clock = FakeClock(T0)
-    store = MemoryStore(clock, origin="standby")
+def standby(clock: FakeClock, store: MemoryStore, election_interval: float
+            ) -> tuple[BeatNode, list[NotifiedLeadership]]:
+    """A node that loses every election (someone else leads), on a subscribed session."""
     lock = MemoryLock()
-    lock.holder = object()  # someone else leads
+    lock.holder = object()
     leaderships: list[NotifiedLeadership] = []
 
     def leadership(url: str, key: int, probe: Any, **_: Any) -> NotifiedLeadership:
         leaderships.append(NotifiedLeadership(lock, "h:2", clock.monotonic))
         return leaderships[0]
 
-    node = BeatNode(Settings(deployment="d", election_interval=1.0), [],
+    node = BeatNode(Settings(deployment="d", election_interval=election_interval), [],
                     database_url="memory://", identity="h:2", clock=clock,
                     monotonic=clock.monotonic, make_store=lambda url, origin: store,
                     make_leadership=leadership).open()
+    return node, leaderships
+
+
+def test_a_subscribed_standby_refreshes_on_each_change_from_another_session() -> None:
+    clock = FakeClock(T0)
+    store = MemoryStore(clock, origin="standby")
+    node, leaderships = standby(clock, store, 1.0)
     node.tick(clock.monotonic())  # the first election, lost
     clock.advance(seconds=0.1)
     assert node.tick(clock.monotonic()) == 0.0  # it slept on the session, not the caller
@@ -67,18 +74,7 @@ def engine_state(node: BeatNode, name: str) -> Any:
 def test_a_change_whose_refresh_failed_is_refreshed_again_soon() -> None:
     clock = FakeClock(T0)
     store = MemoryStore(clock, origin="standby")
-    lock = MemoryLock()
-    lock.holder = object()
-    leaderships: list[NotifiedLeadership] = []
-
-    def leadership(url: str, key: int, probe: Any, **_: Any) -> NotifiedLeadership:
-        leaderships.append(NotifiedLeadership(lock, "h:2", clock.monotonic))
-        return leaderships[0]
-
-    node = BeatNode(Settings(deployment="d", election_interval=0.2), [],
-                    database_url="memory://", identity="h:2", clock=clock,
-                    monotonic=clock.monotonic, make_store=lambda url, origin: store,
-                    make_leadership=leadership).open()
+    node, leaderships = standby(clock, store, 0.2)
     node.tick(clock.monotonic())
     clock.advance(seconds=0.1)
     node.tick(clock.monotonic())
