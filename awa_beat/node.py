@@ -688,8 +688,7 @@ class BeatNode:
             self.timers.standby_refresh.expire()
         if not self.timers.standby_refresh.due(now):
             return
-        self.timers.standby_refresh.set(now, STANDBY_REFRESH_INTERVAL)
-        self._standby_refresh()
+        self._standby_refresh(now)
 
     def _standby_wait(self, now: float) -> float:
         """Until the next election: the seconds to sleep, or sleep here on the lock's
@@ -708,15 +707,15 @@ class BeatNode:
         payloads = self.leadership.wait(max(0.0, wait))
         if any(table == "cron_jobs" and origin != self.store.origin
                for table, _, origin in (p.partition(" ") for p in payloads)):
-            timers.standby_refresh.set(self._monotonic(), STANDBY_REFRESH_INTERVAL)
-            self._standby_refresh()
+            self._standby_refresh(self._monotonic())
         return 0.0
 
-    def _standby_refresh(self) -> None:
-        """Refresh a standby's view; if the database fails it, again in MAX_RETRY_WAIT
-        rather than STANDBY_REFRESH_INTERVAL, since the change a notification announced
-        is still to be seen (the election reports the database's trouble)."""
+    def _standby_refresh(self, now: float) -> None:
+        """Refresh a standby's view, next in STANDBY_REFRESH_INTERVAL; if the database
+        fails it, again in MAX_RETRY_WAIT, since the change a notification announced is
+        still to be seen (the election reports the database's trouble)."""
         assert self.engine is not None
+        self.timers.standby_refresh.set(now, STANDBY_REFRESH_INTERVAL)
         try:
             self.engine.refresh()
         except StoreError:

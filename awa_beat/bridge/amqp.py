@@ -33,10 +33,14 @@ from amqp.serialization import dumps
 def _item(key: str, value: Any) -> bytes:
     """One field-table entry: the key as a short string, then the typed value."""
     if type(value) is str:
-        k = key.encode("utf-8", "surrogatepass")
-        v = value.encode("utf-8", "surrogatepass")
-        return pack("B", len(k)) + k + pack(">cI", b"S", len(v)) + v
+        return _short(key) + b"S" + _long(value)
     return dumps("F", [{key: value}])[4:]  # a one-entry table, less its length
+
+
+def _long(value: str) -> bytes:
+    """A long string (a text field's value): its length in four bytes, then UTF-8."""
+    data = value.encode("utf-8", "surrogatepass")
+    return pack(">I", len(data)) + data
 
 
 class HeaderTable:
@@ -79,10 +83,8 @@ class HeaderTable:
                 head = text_keys.get(key)
                 if head is None:
                     head = text_keys[key] = _short(key) + b"S"
-                data = value.encode("utf-8", "surrogatepass")
                 append(head)
-                append(pack(">I", len(data)))
-                append(data)
+                append(_long(value))
             else:
                 append(_item(key, value))
         data = b"".join(parts)
