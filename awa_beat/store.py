@@ -396,10 +396,8 @@ class Store:
                         if held is not None and _same(held(name), (
                                 name, expr, zone, policy, last, created, updated, paused)):
                             continue
-                        row = make(name, intern(expr), intern(zone), intern(policy),
-                                   last, created, updated, paused)
-                        if row is not None:
-                            rows.append(row)
+                        rows.append(make(name, intern(expr), intern(zone), intern(policy),
+                                         last, created, updated, paused))
         return state, rows
 
     def cron_names(self) -> list[str]:
@@ -420,9 +418,8 @@ class Store:
             for r in _sharing_instants(conn.cursor()).execute(
                     queries["cron_states_after"], {"after": after, "limit": limit}):
                 count, last = count + 1, r[0]
-                if (held is None or not _same(held(r[0]), r)) and (
-                        row := _cron_state(r, make)) is not None:
-                    rows.append(row)
+                if held is None or not _same(held(r[0]), r):
+                    rows.append(_cron_state(r, make))
         return (last if count == limit else None), rows
 
     def cron_states_by_name(self, names: Sequence[str]) -> list[CronState]:
@@ -449,9 +446,8 @@ class Store:
                     state = TableState(*r[:4])
                 if r[4] is None:
                     continue
-                if (held is None or not _same(held(r[4]), r[4:])) and (
-                        row := _cron_state(r[4:], make)) is not None:
-                    rows.append(row)
+                if held is None or not _same(held(r[4]), r[4:]):
+                    rows.append(_cron_state(r[4:], make))
         assert state is not None  # the statement always returns the fingerprint row
         return state, rows
 
