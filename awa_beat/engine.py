@@ -1,9 +1,11 @@
 """The evaluator: which schedules are due, and firing them. No Celery in here.
 
 The engine keeps every row of ``awa.cron_jobs`` in memory (ours and other
-deployments', as Awa's leader does), with the instant each one next becomes due in a
-queue (:class:`~awa_beat.due_queue.DueQueue`), so a pass costs nothing per schedule
-that is not due:
+deployments', as Awa's leader does), each packed into one ``bytes`` value (its
+timestamps as integers, its expression as text; the parsed calendar is looked up when
+the row is worked on), with the instant each one next becomes due in a queue
+(:class:`~awa_beat.due_queue.DueQueue`), so a pass costs nothing per schedule that is
+not due:
 
 * :meth:`Engine.run_pass` fires what is due (one batched statement per FIRE_BATCH
   schedules), refreshes from the database when the refresh interval has passed (one
@@ -33,6 +35,8 @@ from __future__ import annotations
 
 import gc
 import logging
+import math
+import struct
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -93,12 +97,16 @@ FIRE_RAMP = 4
 #: Rows held from which a load takes everything then alive out of the cyclic collector's
 #: sight (gc.freeze).
 FREEZE_FROM = 10_000
+#: Rows read that are applied together, as they arrive.
+APPLY_SLICE = 5000
 #: Distinct (calendar, cursor) pairs remembered while rows are applied in bulk.
 DUE_MEMO_LIMIT = 65536
 #: Distinct (expression, zone, policy) triples remembered, so that the rows of a triple
-#: share one kind; once full, the cache starts afresh (the kinds of rows edited or
-#: removed long ago would otherwise stay in it for good, and later triples never share).
-KIND_CACHE = 65536
+#: share one kind and its calendar; once full, the cache starts afresh (the kinds of
+#: rows edited or removed long ago would otherwise stay in it for good, and later
+#: triples never share). Rows hold only their key: a table with more triples than this
+#: parses a calendar per row it works on (a load takes longer), and holds no more.
+KIND_CACHE = 16384
 #: Fires a coalesce left out are counted up to this many (then recorded as "at least").
 COALESCED_COUNT_LIMIT = 10000
 
@@ -111,7 +119,8 @@ class EngineStore(Protocol):
     """What the engine needs of a store: :class:`awa_beat.store.Store` against
     PostgreSQL, :class:`awa_beat.testing.MemoryStore` in memory. The readers build each
     row with ``make(name, *columns)`` (the engine's own form), leaving out those
-    ``held(name)`` already has as they are."""
+    ``held(name)`` already has as they are, and those ``make`` returns None for (the
+    engine's ``make`` applies each row as it is read)."""
 
     def cron_states(self, held: Held | None = None, make: RowMaker = CronState,
                     ) -> tuple[TableState, list[Any]]:
@@ -144,25 +153,57 @@ class EngineStore(Protocol):
         ...
 
 
+#: A packed row's fixed part: the due instant (epoch seconds; NaN: none), the cursor,
+#: created_at, updated_at and paused_at (microseconds since the epoch; NO_TIME: None)
+#: and flags; then the kind's key (:class:`_Kind`).
+_HEAD = struct.Struct("<dqqqqB")
+_PAIR = struct.Struct("<H")
+NO_TIME = -(2**63)
+#: A pair index meaning that the zone and the policy follow the expression in the key.
+_NO_PAIR = 0xFFFF
+#: Flags: the row cannot fire (the problem is its kind's); its job breaks Awa's limits.
+_NO_FIRE, _LIMITS = 1, 2
+LIMITS_PROBLEM = ("its job would break Awa's limits (priority 1-4, at most 20 tags,"
+                  " kind and queue <= 200 characters)")
+_NO_DUE = struct.pack("<d", math.nan)
+_NO_DUE_SIZE = len(_NO_DUE)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_US = timedelta(microseconds=1)
+
+
+def _micros(t: datetime | None) -> int:
+    return NO_TIME if t is None else (t - _EPOCH) // _US
+
+
+def _instant(us: int) -> datetime | None:
+    if us == NO_TIME:
+        return None
+    seconds, micros = divmod(us, 1_000_000)
+    t = datetime.fromtimestamp(seconds, UTC)  # exact for whole seconds
+    return t.replace(microsecond=micros) if micros else t
+
+
 class _Kind:
     """What the rows sharing an expression, a zone and a policy share: their calendar,
-    or why they cannot fire."""
+    or why they cannot fire; and ``key``, the bytes that stand for all three in a
+    packed row."""
 
-    __slots__ = ("calendar", "cron_expr", "missed_fire_policy", "problem", "timezone")
+    __slots__ = ("calendar", "cron_expr", "key", "missed_fire_policy", "problem", "timezone")
 
     def __init__(self, cron_expr: str, timezone: str, missed_fire_policy: str,
-                 calendar: Calendar | None, problem: str | None) -> None:
+                 calendar: Calendar | None, problem: str | None, key: bytes) -> None:
         self.cron_expr = cron_expr
         self.timezone = timezone
         self.missed_fire_policy = missed_fire_policy
         self.calendar = calendar
         self.problem = problem
+        self.key = key
 
 
 class _Entry:
-    """A row as the engine holds it: one object of seven slots, since the engine holds
-    every row (the expression, zone and policy through the kind it shares with other
-    rows), and the instant the row next has a fire due."""
+    """A row being worked on (read, scheduled or fired): the engine holds each row
+    packed (:meth:`Engine._pack`), and unpacks it into one of these while it works on
+    it; the expression, zone and policy come through the kind."""
 
     __slots__ = ("created_at", "due", "kind", "last_enqueued_at", "name", "paused_at",
                  "updated_at")
@@ -195,14 +236,6 @@ class _Entry:
     @property
     def calendar(self) -> Calendar | None:
         return self.kind.calendar
-
-    @property
-    def row(self) -> CronState:
-        """The row as a record (built on each call)."""
-        return CronState(self.name, *columns_of(self))
-
-    def same(self, other: _Entry) -> bool:
-        return columns_of(self) == columns_of(other)
 
 
 @dataclass
@@ -270,8 +303,15 @@ class Engine:
         self.refresh_interval = refresh_interval
         self.clock = clock
         self.on_fired = on_fired
-        self._entries: dict[str, _Entry] = {}
+        self._entries: dict[str, bytes] = {}
+        """Every row held, packed (:meth:`_pack`), by name."""
         self._kinds: dict[tuple[str, str, str], _Kind] = {}
+        """Kinds by triple, so that rows of one triple share one calendar while worked on."""
+        self._keyed: dict[bytes, _Kind] = {}
+        """The same kinds by key, for the rows unpacked."""
+        self._pairs: list[tuple[str, str]] = []
+        """The (zone, policy) pairs met, which a packed row names by their index."""
+        self._pair_index: dict[tuple[str, str], int] = {}
         self._queue = DueQueue(self._is_due_at)
         self._state: TableState | None = None
         self._since = datetime.min.replace(tzinfo=UTC)
@@ -283,8 +323,12 @@ class Engine:
         self._reported: dict[str, tuple[datetime, str]] = {}
         self._due_memo: dict[tuple[Calendar, object], float | None] | None = None
         """Next due instants by calendar and cursor, while rows are handled together."""
-        self._instants: dict[datetime, datetime] | None = None
-        """One object per instant, while rows are handled together."""
+        self._micros_memo: dict[int, tuple[datetime, int]] | None = None
+        """Instants in microseconds by the identity of the datetime (kept alive with the
+        answer, so no identity is reused), while rows are handled together: the rows of
+        a read or a fire share their timestamps' objects."""
+        self._instants: dict[int, datetime] | None = None
+        """The other way round, while rows are handled together."""
         self.last_lag: float | None = None
         """Seconds between the latest fire time of the last firing pass and its start."""
         self.stats = EngineStats()
@@ -297,8 +341,7 @@ class Engine:
 
     def state(self, name: str) -> CronState | None:
         """The row ``name`` as this engine last read it (None: not in its view)."""
-        entry = self._entries.get(name)
-        return entry.row if entry is not None else None
+        return self._held(name)
 
     @property
     def loaded(self) -> bool:
@@ -312,10 +355,8 @@ class Engine:
         # table never holds it twice.
         first = self._state is None
         started = time.perf_counter()
-        with collector_paused():
-            state, rows = self.store.cron_states(self._held if self._entries else None,
-                                                 self._make)
-            self._apply(rows)
+        with collector_paused(), self._taking() as take:
+            state, _ = self.store.cron_states(self._held if self._entries else None, take)
         # Every stored row now has an entry, so more entries than rows means some were
         # deleted; the names are read again only then (deletions are rare).
         if len(self._entries) > state.total:
@@ -326,11 +367,11 @@ class Engine:
         self._next_sweep = now + FULL_RELOAD_INTERVAL
         self._sweep_after = None
         if len(self._entries) >= FREEZE_FROM:
-            # Out of the collector's sight from now on: a full collection would otherwise
-            # walk every row held, stalling the loop in proportion to the table's size.
-            # Refcounting still frees a row replaced later (rows hold no cycles); what
-            # the process held in cycles before this point is never collected, so a
-            # small table, whose collections are short, is left alone.
+            # Out of the collector's sight from now on: the rows, packed, are not tracked,
+            # but what the load left is (the kinds and calendars cached, the imports'
+            # objects), and a full collection would walk it all. What the process held in
+            # cycles before this point is never collected, so a small table, whose
+            # collections are short, is left alone.
             gc.freeze()
         if first:  # a replica is ready to fire from here on (the later reloads are routine)
             event(logger, logging.INFO, "engine.loaded",
@@ -343,9 +384,8 @@ class Engine:
         if self._state is None:
             self.load()
             return
-        state, rows = self.store.changes(self._since, self._state.xmin, self._held,
-                                         self._make)
-        self._apply(rows)
+        with self._taking() as take:
+            state, _ = self.store.changes(self._since, self._state.xmin, self._held, take)
         if (state.total, state.fingerprint) != (len(self._entries), self._state.fingerprint):
             self._reconcile()  # rows were inserted or deleted
         self._adopt_state(state)
@@ -384,29 +424,140 @@ class Engine:
             self._next_slice = now
         if now < self._next_slice:
             return
-        last, rows = self.store.cron_states_after(self._sweep_after, SWEEP_SLICE, self._held,
-                                                  self._make)
-        self._apply(rows)
+        with self._taking() as take:
+            last, _ = self.store.cron_states_after(self._sweep_after, SWEEP_SLICE,
+                                                   self._held, take)
         self._sweep_after = last  # None after the last slice
         self._next_slice = now + SWEEP_SLICE / SWEEP_RATE
 
-    def _held(self, name: str) -> _Entry | None:
-        return self._entries.get(name)
+    # -- the packed form ---------------------------------------------------------------------
+    # A row as Python objects costs several hundred bytes when its calendar is its own
+    # (docs/performance.md, "One leader, a million schedules"); packed, it is one bytes
+    # value, which the cyclic collector does not track either.
+
+    def _key(self, cron_expr: str, timezone: str, missed_fire_policy: str) -> bytes:
+        pair = (timezone, missed_fire_policy)
+        index = self._pair_index.get(pair)
+        if index is None:
+            if len(self._pairs) < _NO_PAIR:  # past that, each key spells out its pair
+                index = self._pair_index[pair] = len(self._pairs)
+                self._pairs.append(pair)
+            else:
+                index = _NO_PAIR
+        text = (cron_expr if index != _NO_PAIR
+                else "\0".join((cron_expr, timezone, missed_fire_policy)))  # no NUL in text
+        return _PAIR.pack(index) + text.encode()
+
+    def _triple(self, key: bytes) -> tuple[str, str, str]:
+        (index,) = _PAIR.unpack_from(key)
+        text = key[_PAIR.size:].decode()
+        if index == _NO_PAIR:
+            expr, zone, policy = text.split("\0")
+            return expr, zone, policy
+        return (text, *self._pairs[index])
+
+    def _pack(self, entry: _Entry) -> bytes:
+        kind = entry.kind
+        flags = (_NO_FIRE if kind.calendar is None else 0) | (
+            _LIMITS if kind.problem is LIMITS_PROBLEM else 0)
+        micros = self._micros
+        return _HEAD.pack(math.nan if entry.due is None else entry.due,
+                          micros(entry.last_enqueued_at), micros(entry.created_at),
+                          micros(entry.updated_at), micros(entry.paused_at),
+                          flags) + kind.key
+
+    def _micros(self, t: datetime | None) -> int:
+        memo = self._micros_memo
+        if t is None or memo is None:
+            return _micros(t)
+        known = memo.get(id(t))
+        if known is not None and known[0] is t:
+            return known[1]
+        if len(memo) >= DUE_MEMO_LIMIT:
+            memo.clear()
+        us = memo[id(t)] = (t, _micros(t))
+        return us[1]
+
+    def _instant(self, us: int) -> datetime | None:
+        memo = self._instants
+        if memo is None:
+            return _instant(us)
+        t = memo.get(us)
+        if t is None:
+            if len(memo) >= DUE_MEMO_LIMIT:
+                memo.clear()
+            t = memo[us] = _instant(us)  # type: ignore[assignment]
+        return t
+
+    def _put(self, entry: _Entry) -> None:
+        self._entries[entry.name] = self._pack(entry)
+
+    def _get(self, name: str) -> _Entry | None:
+        """The row ``name`` unpacked with its kind (parsed again if no longer cached)."""
+        packed = self._entries.get(name)
+        if packed is None:
+            return None
+        due, last, created, updated, paused, flags = _HEAD.unpack_from(packed)
+        key = packed[_HEAD.size:]
+        if flags & _LIMITS:
+            kind = _Kind(*self._triple(key), None, LIMITS_PROBLEM, key)
+        else:
+            kind = self._keyed.get(key) or self._kind(*self._triple(key), key)
+        instant = self._instant
+        entry = _Entry(name, kind, instant(last), instant(created),  # type: ignore[arg-type]
+                       instant(updated), instant(paused))
+        entry.due = None if due != due else due  # NaN: none
+        return entry
+
+    def _held(self, name: str) -> CronState | None:
+        """The row ``name`` as held, without its calendar (what the stores compare a
+        row read with)."""
+        packed = self._entries.get(name)
+        if packed is None:
+            return None
+        _, last, created, updated, paused, _ = _HEAD.unpack_from(packed)
+        instant = self._instant
+        return CronState(name, *self._triple(packed[_HEAD.size:]), instant(last),
+                         instant(created), instant(updated), instant(paused))  # type: ignore[arg-type]
+
+    def _due(self, name: str) -> float | None:
+        packed = self._entries.get(name)
+        if packed is None:
+            return None
+        due = _HEAD.unpack_from(packed)[0]
+        return None if due != due else due
 
     def _make(self, name: str, cron_expr: str, timezone: str, missed_fire_policy: str,
               last_enqueued_at: datetime | None, created_at: datetime, updated_at: datetime,
               paused_at: datetime | None) -> _Entry:
-        """A row read, as the engine holds it (the stores' ``make``)."""
-        key = (cron_expr, timezone, missed_fire_policy)
-        kind = self._kinds.get(key)
+        """A row read, unpacked."""
+        kind = self._kinds.get((cron_expr, timezone, missed_fire_policy))
         if kind is None:
-            kind = self._kind(*key)
+            kind = self._kind(cron_expr, timezone, missed_fire_policy)
         return _Entry(name, kind, last_enqueued_at, created_at, updated_at, paused_at)
+
+    @contextmanager
+    def _taking(self) -> Iterator[RowMaker]:
+        """A ``make`` for the stores that applies the rows read APPLY_SLICE at a time as
+        they arrive, so that a load never holds every row unpacked (each with its
+        calendar) at once."""
+        pending: list[_Entry] = []
+
+        def take(*columns: Any) -> None:
+            pending.append(self._make(*columns))
+            if len(pending) >= APPLY_SLICE:
+                self._apply(pending)
+                pending.clear()
+
+        with self._together():
+            yield take
+            self._apply(pending)
 
     def _entry(self, row: CronState) -> _Entry:
         return self._make(row.name, *columns_of(row))
 
-    def _kind(self, cron_expr: str, timezone: str, missed_fire_policy: str) -> _Kind:
+    def _kind(self, cron_expr: str, timezone: str, missed_fire_policy: str,
+              key: bytes | None = None) -> _Kind:
         calendar = None
         problem = None
         try:
@@ -415,11 +566,15 @@ class Engine:
             problem = str(exc)
         if problem is None and missed_fire_policy not in POLICIES:
             problem = f"unknown missed-fire policy {missed_fire_policy!r}"
+        if key is None:
+            key = self._key(cron_expr, timezone, missed_fire_policy)
         kind = _Kind(cron_expr, timezone, missed_fire_policy,
-                     calendar if problem is None else None, problem)
+                     calendar if problem is None else None, problem, key)
         if len(self._kinds) >= KIND_CACHE:
-            self._kinds.clear()  # the rows hold their kinds; only the sharing starts afresh
-        self._kinds[(cron_expr, timezone, missed_fire_policy)] = kind
+            # A row's kind is made again from its key when it is next needed.
+            self._kinds.clear()
+            self._keyed.clear()
+        self._kinds[(cron_expr, timezone, missed_fire_policy)] = self._keyed[key] = kind
         return kind
 
     def _adopt_state(self, state: TableState) -> None:
@@ -432,25 +587,27 @@ class Engine:
     def _together(self) -> Iterator[None]:
         """Rows handled together often share their calendar and cursor (schedules
         synced or fired in the same second): within the block their next due instant
-        is worked out once, and their new timestamps are one object each."""
-        self._due_memo, self._instants = {}, {}
+        is worked out once."""
+        outer = self._due_memo is not None
+        if not outer:
+            self._due_memo, self._micros_memo, self._instants = {}, {}, {}
         try:
             yield
         finally:
-            self._due_memo = self._instants = None
+            if not outer:
+                self._due_memo = self._micros_memo = self._instants = None
 
     def _apply(self, rows: Iterable[_Entry]) -> None:
         with self._together():
             for entry in rows:
-                current = self._entries.get(entry.name)
-                if current is not None and current.same(entry):
+                current = self._held(entry.name)
+                if current is not None and columns_of(current) == columns_of(entry):
                     continue
                 self._set(entry)
 
     def _set(self, entry: _Entry) -> None:
         if entry.kind.problem is not None:
             self._report_invalid(entry, entry.kind.problem)
-        self._entries[entry.name] = entry
         self._schedule(entry)
 
     def _report_invalid(self, row: _Entry, problem: str) -> None:
@@ -470,14 +627,16 @@ class Engine:
                   row.name, RETRY_DELAY, error, schedule=row.name, error=error)
 
     def _schedule(self, entry: _Entry, *, at: float | None = None) -> None:
+        """Work out when the row is next due (or take ``at``), queue it, and hold it."""
         if entry.kind.calendar is None or entry.paused_at is not None:
             entry.due = None
-            return
-        if at is None:
-            at = self._first_due(entry)
-        entry.due = at
-        if at is not None:
-            self._queue.push(at, entry.name)
+        else:
+            if at is None:
+                at = self._first_due(entry)
+            entry.due = at
+            if at is not None:
+                self._queue.push(at, entry.name)
+        self._put(entry)
 
     def _first_due(self, entry: _Entry) -> float | None:
         """When the row first has something due, by Awa's rules."""
@@ -515,8 +674,7 @@ class Engine:
     def _is_due_at(self, name: str, due: float) -> bool:
         """Whether a queued (due, name) still holds (the row was not changed, removed or
         fired since it was queued)."""
-        entry = self._entries.get(name)
-        return entry is not None and entry.due == due
+        return self._due(name) == due
 
     def run_pass(self) -> PassReport:
         """Fire what is due, refresh if it is time; return how long to sleep."""
@@ -555,6 +713,10 @@ class Engine:
         """Fire the schedules whose due time has come, up to FIRE_BATCH of them (fewer
         in the first statements of a burst), in one batched statement; :meth:`wait` is
         0 while more are due."""
+        with self._together():  # the rows fired together share their timestamps
+            return self._fire_due()
+
+    def _fire_due(self) -> FireResult:
         now = self.clock()
         now_epoch = now.timestamp()
         requests: list[FireRequest] = []
@@ -563,12 +725,14 @@ class Engine:
         # The calendar is keyed by identity: the entries hold it for the whole call.
         fires_of: dict[tuple[Any, ...], list[datetime]] = {}
         limit = min(FIRE_BATCH, self._batch * FIRE_RAMP if self._batch else FIRST_FIRE_BATCH)
+        entries: dict[str, _Entry] = {}
         while len(requests) < limit:
             item = self._queue.pop(now_epoch)
             if item is None:
                 break
             due, name = item
-            entry = self._entries[name]
+            entry = self._get(name)
+            assert entry is not None  # the queue holds only names held at that instant
             entry.due = None
             row = entry
             assert entry.calendar is not None
@@ -590,6 +754,10 @@ class Engine:
                 requests.append(FireRequest(name, row.last_enqueued_at, fires,
                                             limited=max_runs(row.cron_expr) is not None,
                                             coalesced=coalesced))
+                entries[name] = entry
+                # Not due while it is being fired (a second queued copy of this instant
+                # must not fire it twice): the due instant alone, not a whole repack.
+                self._entries[name] = _NO_DUE + self._entries[name][_NO_DUE_SIZE:]
             else:
                 self._schedule(entry)
         self._batch = limit if len(requests) >= limit else 0
@@ -600,22 +768,22 @@ class Engine:
         except StoreError:
             # Nothing was fired: try these again shortly, not at the next full reload.
             for request in requests:
-                self._schedule(self._entries[request.name], at=now_epoch + RETRY_DELAY)
+                self._schedule(entries[request.name], at=now_epoch + RETRY_DELAY)
                 self._retrying.add(request.name)
             raise
         self.last_lag = now_epoch - max(r.fire_times[-1].timestamp() for r in requests)
-        self._after_fire(requests, result, now_epoch)
+        self._after_fire(requests, result, now_epoch, entries)
         if self.on_fired is not None and result.jobs:
             self.on_fired(result)
         return result
 
     def _after_fire(self, requests: list[FireRequest], result: FireResult,
-                    now_epoch: float) -> None:
+                    now_epoch: float, entries: dict[str, _Entry]) -> None:
         with self._together():
-            self._after_fire_rows(requests, result, now_epoch)
+            self._after_fire_rows(requests, result, now_epoch, entries)
 
     def _after_fire_rows(self, requests: list[FireRequest], result: FireResult,
-                         now_epoch: float) -> None:
+                         now_epoch: float, entries: dict[str, _Entry]) -> None:
         fired = {job.name: job.updated_at for job in [*result.jobs, *result.skipped]}
         stats = self.stats
         overlapped: dict[str, int] = {}
@@ -626,7 +794,7 @@ class Engine:
                   job.name, job.fire_time, schedule=job.name, fire_time=job.fire_time)
         lost = []
         for request in requests:
-            entry = self._entries[request.name]
+            entry = entries[request.name]
             if request.name in fired:
                 self._retrying.discard(request.name)
                 skips = overlapped.get(request.name, 0)
@@ -651,11 +819,8 @@ class Engine:
                           "pass; the rest follow in the next passes",
                           request.name, self.catch_up_limit, schedule=request.name)
                 # As the row now reads, so that the next refresh finds nothing new in it.
-                share = self._instants.setdefault  # type: ignore[union-attr]
-                cursor = request.fire_times[-1]
-                entry.last_enqueued_at = share(cursor, cursor)
-                updated = fired[request.name] or entry.updated_at
-                entry.updated_at = share(updated, updated)
+                entry.last_enqueued_at = request.fire_times[-1]
+                entry.updated_at = fired[request.name] or entry.updated_at
                 self._schedule(entry)
             elif request.name in result.failed:
                 self._skipped(request, "failed")
@@ -683,13 +848,11 @@ class Engine:
                 elif invalid:
                     # Unchanged and not paused, yet not fired: its job breaks Awa's limits
                     # (priority 1-4, at most 20 tags, kind and queue at most 200 characters).
-                    problem = ("its job would break Awa's limits (priority 1-4, at most 20 tags,"
-                               " kind and queue <= 200 characters)")
-                    held = _Entry(name, _Kind(row.cron_expr, row.timezone,
-                                              row.missed_fire_policy, None, problem),
-                                  *columns_of(row)[3:])
-                    self._report_invalid(held, problem)
-                    self._entries[name] = held
+                    triple = (row.cron_expr, row.timezone, row.missed_fire_policy)
+                    held = _Entry(name, _Kind(*triple, None, LIMITS_PROBLEM,
+                                              self._key(*triple)), *columns_of(row)[3:])
+                    self._report_invalid(held, LIMITS_PROBLEM)
+                    self._put(held)
                 else:
                     self._set(self._entry(row))
 
@@ -706,29 +869,31 @@ class Engine:
     def census(self, overdue_after: float) -> Census:
         """Count the rows held: paused, invalid, and overdue (next fire more than
         ``overdue_after`` seconds ago). Safe from another thread: it walks a copy."""
-        entries = list(self._entries.values())  # one C-level copy: no resize under us
+        rows = list(self._entries.values())  # one C-level copy: no resize under us
         before = self._now_epoch() - overdue_after
         paused = invalid = overdue = 0
-        for entry in entries:
-            if entry.calendar is None:
+        unpack = _HEAD.unpack_from
+        for packed in rows:
+            due, _, _, _, paused_at, flags = unpack(packed)
+            if flags & _NO_FIRE:
                 invalid += 1
-            elif entry.paused_at is not None:
+            elif paused_at != NO_TIME:
                 paused += 1
-            elif entry.due is not None and entry.due < before:
+            elif due < before:  # False for NaN (no due instant)
                 overdue += 1
-        return Census(len(entries), paused, invalid, overdue)
+        return Census(len(rows), paused, invalid, overdue)
 
     def schedule(self, name: str) -> tuple[CronState, float | None] | None:
         """The row held for ``name`` and the epoch second of its next due fire (None:
         paused, invalid or no further fire), or None if no such row is held."""
-        entry = self._entries.get(name)
-        return None if entry is None else (entry.row, entry.due)
+        row = self._held(name)
+        return None if row is None else (row, self._due(name))
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def rows(self) -> list[CronState]:
-        return [entry.row for entry in self._entries.values()]
+        return [row for name in list(self._entries) if (row := self._held(name)) is not None]
 
 
 def _left_out(calendar: Calendar, row: _Entry, fires: Sequence[datetime]

@@ -280,10 +280,10 @@ def calendar_for(cron_expr: str, timezone: str) -> Calendar:
     return _calendar_for(cron_expr, timezone)
 
 
-#: Distinct (expression, zone) pairs whose calendar is kept: rows sharing a pair share
-#: one calendar object (and the engine's memo of due instants), so this must exceed the
-#: pairs a large table uses (per-tenant calendars), or every row parses its own.
-CALENDAR_CACHE = 65536
+#: Distinct (expression, zone) pairs whose calendar is kept. The engine keeps its own
+#: cache of the calendars its rows share (``awa_beat.engine.KIND_CACHE``), so this one
+#: only spares the other callers (validation, markers) a parse of a repeated pair.
+CALENDAR_CACHE = 4096
 
 
 @lru_cache(maxsize=CALENDAR_CACHE)

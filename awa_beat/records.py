@@ -141,7 +141,8 @@ class EvaluatorColumns(Protocol):
 
 #: A row's columns after its name, in the order of :class:`CronState`'s fields.
 Columns = tuple[str, str, str, "datetime | None", datetime, datetime, "datetime | None"]
-#: What builds a row read for the evaluator from its name and its columns.
+#: What builds a row read for the evaluator from its name and its columns; a row it
+#: returns None for is not listed (the maker took it itself).
 RowMaker = Callable[..., Any]
 #: What a reader of rows is told of the rows its caller holds: the held one, or None.
 Held = Callable[[str], "EvaluatorColumns | None"]

@@ -396,8 +396,10 @@ class Store:
                         if held is not None and _same(held(name), (
                                 name, expr, zone, policy, last, created, updated, paused)):
                             continue
-                        rows.append(make(name, intern(expr), intern(zone), intern(policy),
-                                         last, created, updated, paused))
+                        row = make(name, intern(expr), intern(zone), intern(policy),
+                                   last, created, updated, paused)
+                        if row is not None:
+                            rows.append(row)
         return state, rows
 
     def cron_names(self) -> list[str]:
@@ -418,8 +420,9 @@ class Store:
             for r in _sharing_instants(conn.cursor()).execute(
                     queries["cron_states_after"], {"after": after, "limit": limit}):
                 count, last = count + 1, r[0]
-                if held is None or not _same(held(r[0]), r):
-                    rows.append(_cron_state(r, make))
+                if (held is None or not _same(held(r[0]), r)) and (
+                        row := _cron_state(r, make)) is not None:
+                    rows.append(row)
         return (last if count == limit else None), rows
 
     def cron_states_by_name(self, names: Sequence[str]) -> list[CronState]:
@@ -446,8 +449,9 @@ class Store:
                     state = TableState(*r[:4])
                 if r[4] is None:
                     continue
-                if held is None or not _same(held(r[4]), r[4:]):
-                    rows.append(_cron_state(r[4:], make))
+                if (held is None or not _same(held(r[4]), r[4:])) and (
+                        row := _cron_state(r[4:], make)) is not None:
+                    rows.append(row)
         assert state is not None  # the statement always returns the fingerprint row
         return state, rows
 

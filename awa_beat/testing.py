@@ -366,8 +366,8 @@ class MemoryStore:
     def cron_states(self, held: Held | None = None, make: RowMaker = CronState,
                     ) -> tuple[TableState, list[Any]]:
         self._call("cron_states")
-        return self._state(), [_made(r, make) for r in self.rows.values()
-                               if not _held_as(held, r)]
+        made = [_made(r, make) for r in list(self.rows.values()) if not _held_as(held, r)]
+        return self._state(), [r for r in made if r is not None]
 
     def cron_names(self) -> list[str]:
         self._call("cron_names")
@@ -377,16 +377,16 @@ class MemoryStore:
                           make: RowMaker = CronState) -> tuple[str | None, list[Any]]:
         self._call("cron_states_after")
         names = sorted(n for n in self.rows if n > after)[:limit]
-        rows = [_made(self.rows[n], make) for n in names if not _held_as(held, self.rows[n])]
-        return (names[-1] if len(names) == limit else None), rows
+        made = [_made(self.rows[n], make) for n in names if not _held_as(held, self.rows[n])]
+        return (names[-1] if len(names) == limit else None), [r for r in made if r is not None]
 
     def changes(self, since: datetime, seen_xmin: int | None = None,
                 held: Held | None = None, make: RowMaker = CronState,
                 ) -> tuple[TableState, list[Any]]:
         self._call("changes")
-        rows = [_made(r, make) for r in self.rows.values() if r.updated_at > since
+        made = [_made(r, make) for r in list(self.rows.values()) if r.updated_at > since
                 and not _held_as(held, r)]
-        return self._state(), rows
+        return self._state(), [r for r in made if r is not None]
 
     def cron_states_by_name(self, names: Sequence[str]) -> list[CronState]:
         self._call("cron_states_by_name")
