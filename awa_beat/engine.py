@@ -62,7 +62,7 @@ from .records import (
     CronState,
     FireRequest,
     FireResult,
-    Held,
+    Holds,
     RowMaker,
     TableState,
     columns_of,
@@ -119,10 +119,10 @@ class EngineStore(Protocol):
     """What the engine needs of a store: :class:`awa_beat.store.Store` against
     PostgreSQL, :class:`awa_beat.testing.MemoryStore` in memory. The readers build each
     row with ``make(name, *columns)`` (the engine's own form), leaving out those
-    ``held(name)`` already has as they are, and those ``make`` returns None for (the
+    ``holds`` says it already has as they are, and those ``make`` returns None for (the
     engine's ``make`` applies each row as it is read)."""
 
-    def cron_states(self, held: Held | None = None, make: RowMaker = CronState,
+    def cron_states(self, holds: Holds | None = None, make: RowMaker = CronState,
                     ) -> tuple[TableState, list[Any]]:
         """Every row and the table's fingerprint, from one snapshot."""
         ...
@@ -131,14 +131,14 @@ class EngineStore(Protocol):
         """The name of every row."""
         ...
 
-    def cron_states_after(self, after: str, limit: int, held: Held | None = None,
+    def cron_states_after(self, after: str, limit: int, holds: Holds | None = None,
                           make: RowMaker = CronState) -> tuple[str | None, list[Any]]:
         """Up to ``limit`` rows named after ``after``, in name order; with the last name
         read, or None if these were the last."""
         ...
 
     def changes(self, since: datetime, seen_xmin: int | None = None,
-                held: Held | None = None, make: RowMaker = CronState,
+                holds: Holds | None = None, make: RowMaker = CronState,
                 ) -> tuple[TableState, list[Any]]:
         """The fingerprint and the rows changed after ``since``."""
         ...
@@ -157,6 +157,9 @@ class EngineStore(Protocol):
 #: created_at, updated_at and paused_at (microseconds since the epoch; NO_TIME: None)
 #: and flags; then the kind's key (:class:`_Kind`).
 _HEAD = struct.Struct("<dqqqqB")
+#: The four timestamps of the fixed part, and where they start.
+_TIMES = struct.Struct("<qqqq")
+_TIMES_AT = struct.calcsize("<d")
 _PAIR = struct.Struct("<H")
 NO_TIME = -(2**63)
 #: A pair index meaning that the zone and the policy follow the expression in the key.
@@ -173,6 +176,14 @@ _US = timedelta(microseconds=1)
 
 def _micros(t: datetime | None) -> int:
     return NO_TIME if t is None else (t - _EPOCH) // _US
+
+
+def _bounded(memo: dict[Any, Any]) -> dict[Any, Any]:
+    """``memo``, emptied first if it is full: rows with timestamps or cursors of their own
+    would otherwise make it grow with the table."""
+    if len(memo) >= DUE_MEMO_LIMIT:
+        memo.clear()
+    return memo
 
 
 def _instant(us: int) -> datetime | None:
@@ -356,7 +367,7 @@ class Engine:
         first = self._state is None
         started = time.perf_counter()
         with collector_paused(), self._taking() as take:
-            state, _ = self.store.cron_states(self._held if self._entries else None, take)
+            state, _ = self.store.cron_states(self._holds if self._entries else None, take)
         # Every stored row now has an entry, so more entries than rows means some were
         # deleted; the names are read again only then (deletions are rare).
         if len(self._entries) > state.total:
@@ -385,7 +396,7 @@ class Engine:
             self.load()
             return
         with self._taking() as take:
-            state, _ = self.store.changes(self._since, self._state.xmin, self._held, take)
+            state, _ = self.store.changes(self._since, self._state.xmin, self._holds, take)
         if (state.total, state.fingerprint) != (len(self._entries), self._state.fingerprint):
             self._reconcile()  # rows were inserted or deleted
         self._adopt_state(state)
@@ -426,7 +437,7 @@ class Engine:
             return
         with self._taking() as take:
             last, _ = self.store.cron_states_after(self._sweep_after, SWEEP_SLICE,
-                                                   self._held, take)
+                                                   self._holds, take)
         self._sweep_after = last  # None after the last slice
         self._next_slice = now + SWEEP_SLICE / SWEEP_RATE
 
@@ -467,26 +478,25 @@ class Engine:
                           flags) + kind.key
 
     def _micros(self, t: datetime | None) -> int:
+        if t is None:
+            return NO_TIME
         memo = self._micros_memo
-        if t is None or memo is None:
+        if memo is None:
             return _micros(t)
         known = memo.get(id(t))
-        if known is not None and known[0] is t:
-            return known[1]
-        if len(memo) >= DUE_MEMO_LIMIT:
-            memo.clear()
-        us = memo[id(t)] = (t, _micros(t))
-        return us[1]
+        if known is None or known[0] is not t:
+            known = _bounded(memo)[id(t)] = (t, _micros(t))
+        return known[1]
 
     def _instant(self, us: int) -> datetime | None:
+        if us == NO_TIME:
+            return None
         memo = self._instants
         if memo is None:
             return _instant(us)
         t = memo.get(us)
         if t is None:
-            if len(memo) >= DUE_MEMO_LIMIT:
-                memo.clear()
-            t = memo[us] = _instant(us)  # type: ignore[assignment]
+            t = _bounded(memo)[us] = _instant(us)  # type: ignore[assignment]
         return t
 
     def _put(self, entry: _Entry) -> None:
@@ -508,6 +518,20 @@ class Engine:
                        instant(updated), instant(paused))
         entry.due = None if due != due else due  # NaN: none
         return entry
+
+    def _holds(self, row: Sequence[Any]) -> bool:
+        """Whether the row read (its name, then its columns) is held as it is: compared
+        packed, so that a refresh after a burst (every fired row read back) builds
+        nothing for the rows it drops."""
+        packed = self._entries.get(row[0])
+        if packed is None:
+            return False
+        kind = self._kinds.get((row[1], row[2], row[3]))
+        key = kind.key if kind is not None else self._key(row[1], row[2], row[3])
+        micros = self._micros
+        return (packed[_TIMES_AT:_HEAD.size - 1] == _TIMES.pack(
+                    micros(row[4]), micros(row[5]), micros(row[6]), micros(row[7]))
+                and packed[_HEAD.size:] == key)
 
     def _held(self, name: str) -> CronState | None:
         """The row ``name`` as held, without its calendar (what the stores compare a
@@ -546,12 +570,16 @@ class Engine:
         def take(*columns: Any) -> None:
             pending.append(self._make(*columns))
             if len(pending) >= APPLY_SLICE:
-                self._apply(pending)
-                pending.clear()
+                apply()
+
+        def apply() -> None:  # the readers left out the rows held as they are
+            for entry in pending:
+                self._set(entry)
+            pending.clear()
 
         with self._together():
             yield take
-            self._apply(pending)
+            apply()
 
     def _entry(self, row: CronState) -> _Entry:
         return self._make(row.name, *columns_of(row))
@@ -600,10 +628,8 @@ class Engine:
     def _apply(self, rows: Iterable[_Entry]) -> None:
         with self._together():
             for entry in rows:
-                current = self._held(entry.name)
-                if current is not None and columns_of(current) == columns_of(entry):
-                    continue
-                self._set(entry)
+                if not self._holds((entry.name, *columns_of(entry))):
+                    self._set(entry)
 
     def _set(self, entry: _Entry) -> None:
         if entry.kind.problem is not None:
@@ -646,11 +672,8 @@ class Engine:
         # Everything the answer depends on (calendar_for returns one object per pair).
         key = (calendar, row.last_enqueued_at if row.last_enqueued_at is not None
                else (row.created_at,))
-        if memo is not None:
-            if key in memo:
-                return memo[key]
-            if len(memo) >= DUE_MEMO_LIMIT:
-                memo.clear()  # rows with cursors of their own: the memo would only grow
+        if memo is not None and key in memo:
+            return memo[key]
         if row.last_enqueued_at is None:
             # Awa fires a new row's latest fire in [floor(created_at - 60 s), now].
             start = (row.created_at - timedelta(seconds=60)).replace(microsecond=0)
@@ -659,7 +682,7 @@ class Engine:
             fire = next_fire_after(calendar, row.last_enqueued_at)
         due = None if fire is None else fire.timestamp()
         if memo is not None:
-            memo[key] = due
+            _bounded(memo)[key] = due
         return due
 
     # -- passes ------------------------------------------------------------------------------

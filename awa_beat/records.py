@@ -144,8 +144,9 @@ Columns = tuple[str, str, str, "datetime | None", datetime, datetime, "datetime 
 #: What builds a row read for the evaluator from its name and its columns; a row it
 #: returns None for is not listed (the maker took it itself).
 RowMaker = Callable[..., Any]
-#: What a reader of rows is told of the rows its caller holds: the held one, or None.
-Held = Callable[[str], "EvaluatorColumns | None"]
+#: Whether a reader's caller already holds a row read as it is, given the row (its name,
+#: then its columns): the readers leave those rows out.
+Holds = Callable[[Sequence[Any]], bool]
 
 
 def columns_of(row: EvaluatorColumns) -> Columns:

@@ -39,17 +39,15 @@ from .markers import RETIRED_BY
 from .records import (
     Contact,
     CronState,
-    EvaluatorColumns,
     Fence,
     FiredJob,
     FireRequest,
     FireResult,
-    Held,
+    Holds,
     RowMaker,
     ScheduleRow,
     SyncResult,
     TableState,
-    columns_of,
 )
 from .sql import queries
 
@@ -130,12 +128,6 @@ def _json(value: Any) -> Any:
     """A JSON column read as text (``::text``): a caller's connection may load JSON its
     own way (Django's leaves it as a string)."""
     return json.loads(value) if isinstance(value, str) else value
-
-
-def _same(held: EvaluatorColumns | None, r: Sequence[Any]) -> bool:
-    """Whether a row read (the cron_states columns) is ``held`` as it is: compared
-    field by field, without building a row object for every row of a sweep."""
-    return held is not None and columns_of(held) == tuple(r[1:])
 
 
 def _cron_state(r: Sequence[Any], make: RowMaker = CronState) -> Any:
@@ -376,10 +368,10 @@ class Store:
 
     # -- the evaluator's view: lean rows, since it holds every one in memory --------------
 
-    def cron_states(self, held: Held | None = None, make: RowMaker = CronState,
+    def cron_states(self, holds: Holds | None = None, make: RowMaker = CronState,
                     ) -> tuple[TableState, list[Any]]:
         """Every row (the evaluator's columns) and the table's fingerprint, one snapshot,
-        less the rows equal to what ``held(name)`` returns (dropped as they arrive). Each
+        less the rows ``holds`` says the caller has as they are (dropped as they arrive). Each
         row is ``make(name, *columns)``: :class:`CronState` unless the caller keeps rows
         in a form of its own, which is then built once per row, not a CronState and then
         its own form (a load would hold both for every row at once)."""
@@ -393,7 +385,7 @@ class Store:
                 intern = sys.intern if make is CronState else str  # str(s) is s
                 while batch := cur.fetchmany(5000):
                     for name, expr, zone, policy, last, created, updated, paused in batch:
-                        if held is not None and _same(held(name), (
+                        if holds is not None and holds((
                                 name, expr, zone, policy, last, created, updated, paused)):
                             continue
                         row = make(name, intern(expr), intern(zone), intern(policy),
@@ -407,11 +399,11 @@ class Store:
         with self._conn() as conn, wrap_errors("reading schedules"):
             return [r[0] for r in conn.execute(queries["cron_names"])]
 
-    def cron_states_after(self, after: str, limit: int, held: Held | None = None,
+    def cron_states_after(self, after: str, limit: int, holds: Holds | None = None,
                           make: RowMaker = CronState) -> tuple[str | None, list[Any]]:
         """A slice of the rows in name order (see :meth:`Engine.sweep
         <awa_beat.engine.Engine.sweep>`): those after ``after``, at most ``limit``, less
-        the ones equal to what ``held(name)`` returns; with the last name read, or None
+        the ones ``holds`` says the caller has; with the last name read, or None
         when the slice reached the end. Rows are built by ``make``, as in
         :meth:`cron_states`."""
         rows: list[Any] = []
@@ -420,7 +412,7 @@ class Store:
             for r in _sharing_instants(conn.cursor()).execute(
                     queries["cron_states_after"], {"after": after, "limit": limit}):
                 count, last = count + 1, r[0]
-                if (held is None or not _same(held(r[0]), r)) and (
+                if (holds is None or not holds(r)) and (
                         row := _cron_state(r, make)) is not None:
                     rows.append(row)
         return (last if count == limit else None), rows
@@ -432,12 +424,12 @@ class Store:
                                                          {"names": list(names)})]
 
     def changes(self, since: datetime, seen_xmin: int | None = None,
-                held: Held | None = None, make: RowMaker = CronState,
+                holds: Holds | None = None, make: RowMaker = CronState,
                 ) -> tuple[TableState, list[Any]]:
         """The table's fingerprint and the rows whose ``updated_at`` is after ``since``,
         less those written by transactions below ``seen_xmin`` (the ``xmin`` of an
         earlier read's :class:`TableState`, which returned them), and less those equal
-        to what ``held(name)`` returns (streamed: after a burst of fires, the fired rows
+        those ``holds`` says the caller has (streamed: after a burst of fires, the fired rows
         come back once and are dropped as they arrive). Rows are built by ``make``, as
         in :meth:`cron_states`."""
         rows: list[Any] = []
@@ -449,7 +441,7 @@ class Store:
                     state = TableState(*r[:4])
                 if r[4] is None:
                     continue
-                if (held is None or not _same(held(r[4]), r[4:])) and (
+                if (holds is None or not holds(r[4:])) and (
                         row := _cron_state(r[4:], make)) is not None:
                     rows.append(row)
         assert state is not None  # the statement always returns the fingerprint row

@@ -32,7 +32,7 @@ from .records import (
     FiredJob,
     FireRequest,
     FireResult,
-    Held,
+    Holds,
     RowMaker,
     SyncResult,
     TableState,
@@ -208,12 +208,9 @@ def actions(records: Iterable[Any]) -> list[str]:
 # -- an in-memory store and leadership, for engine and node tests without a database ------
 
 
-def _held_as(held: Held | None, row: CronState) -> bool:
-    """Whether ``held`` has ``row`` as it is stored (a store's readers leave those out)."""
-    if held is None:
-        return False
-    current = held(row.name)
-    return current is not None and columns_of(current) == columns_of(row)
+def _held_as(holds: Holds | None, row: CronState) -> bool:
+    """Whether the caller holds ``row`` as it is stored (a store's readers leave those out)."""
+    return holds is not None and holds((row.name, *columns_of(row)))
 
 
 def _made(row: CronState, make: RowMaker) -> Any:
@@ -363,29 +360,29 @@ class MemoryStore:
     def _state(self) -> TableState:
         return TableState(len(self.rows), sum(hash(n) for n in self.rows), self.clock())
 
-    def cron_states(self, held: Held | None = None, make: RowMaker = CronState,
+    def cron_states(self, holds: Holds | None = None, make: RowMaker = CronState,
                     ) -> tuple[TableState, list[Any]]:
         self._call("cron_states")
-        made = [_made(r, make) for r in list(self.rows.values()) if not _held_as(held, r)]
+        made = [_made(r, make) for r in list(self.rows.values()) if not _held_as(holds, r)]
         return self._state(), [r for r in made if r is not None]
 
     def cron_names(self) -> list[str]:
         self._call("cron_names")
         return list(self.rows)
 
-    def cron_states_after(self, after: str, limit: int, held: Held | None = None,
+    def cron_states_after(self, after: str, limit: int, holds: Holds | None = None,
                           make: RowMaker = CronState) -> tuple[str | None, list[Any]]:
         self._call("cron_states_after")
         names = sorted(n for n in self.rows if n > after)[:limit]
-        made = [_made(self.rows[n], make) for n in names if not _held_as(held, self.rows[n])]
+        made = [_made(self.rows[n], make) for n in names if not _held_as(holds, self.rows[n])]
         return (names[-1] if len(names) == limit else None), [r for r in made if r is not None]
 
     def changes(self, since: datetime, seen_xmin: int | None = None,
-                held: Held | None = None, make: RowMaker = CronState,
+                holds: Holds | None = None, make: RowMaker = CronState,
                 ) -> tuple[TableState, list[Any]]:
         self._call("changes")
         made = [_made(r, make) for r in list(self.rows.values()) if r.updated_at > since
-                and not _held_as(held, r)]
+                and not _held_as(holds, r)]
         return self._state(), [r for r in made if r is not None]
 
     def cron_states_by_name(self, names: Sequence[str]) -> list[CronState]:
