@@ -97,8 +97,6 @@ FIRE_RAMP = 4
 #: Rows held from which a load takes everything then alive out of the cyclic collector's
 #: sight (gc.freeze).
 FREEZE_FROM = 10_000
-#: Rows read that are applied together, as they arrive.
-APPLY_SLICE = 5000
 #: Distinct (calendar, cursor) pairs remembered while rows are applied in bulk.
 DUE_MEMO_LIMIT = 65536
 #: Distinct (expression, zone, policy) triples remembered, so that the rows of a triple
@@ -562,24 +560,33 @@ class Engine:
 
     @contextmanager
     def _taking(self) -> Iterator[RowMaker]:
-        """A ``make`` for the stores that applies the rows read APPLY_SLICE at a time as
-        they arrive, so that a load never holds every row unpacked (each with its
-        calendar) at once."""
-        pending: list[_Entry] = []
+        """A ``make`` for the stores that applies each row read as it arrives (the
+        readers leave out the rows held as they are), so that a load never holds the
+        rows read, or their calendars, beside the packed ones."""
+        kinds, entries, micros, push = self._kinds, self._entries, self._micros, self._queue.push
 
-        def take(*columns: Any) -> None:
-            pending.append(self._make(*columns))
-            if len(pending) >= APPLY_SLICE:
-                apply()
-
-        def apply() -> None:  # the readers left out the rows held as they are
-            for entry in pending:
-                self._set(entry)
-            pending.clear()
+        def take(name: str, cron_expr: str, timezone: str, missed_fire_policy: str,
+                 last_enqueued_at: datetime | None, created_at: datetime,
+                 updated_at: datetime, paused_at: datetime | None) -> None:
+            kind = kinds.get((cron_expr, timezone, missed_fire_policy))
+            if kind is None:
+                kind = self._kind(cron_expr, timezone, missed_fire_policy)
+            if kind.calendar is None:  # reported as invalid: the long way
+                self._set(_Entry(name, kind, last_enqueued_at, created_at, updated_at,
+                                 paused_at))
+                return
+            # What _set then _schedule do, without the row as an object in between: a
+            # load goes through here for every row.
+            due = (None if paused_at is not None
+                   else self._first_due_of(kind.calendar, last_enqueued_at, created_at))
+            if due is not None:
+                push(due, name)
+            entries[name] = _HEAD.pack(
+                math.nan if due is None else due, micros(last_enqueued_at),
+                micros(created_at), micros(updated_at), micros(paused_at), 0) + kind.key
 
         with self._together():
             yield take
-            apply()
 
     def _entry(self, row: CronState) -> _Entry:
         return self._make(row.name, *columns_of(row))
@@ -666,20 +673,24 @@ class Engine:
 
     def _first_due(self, entry: _Entry) -> float | None:
         """When the row first has something due, by Awa's rules."""
-        row, calendar = entry, entry.kind.calendar
-        assert calendar is not None
+        assert entry.kind.calendar is not None
+        return self._first_due_of(entry.kind.calendar, entry.last_enqueued_at,
+                                  entry.created_at)
+
+    def _first_due_of(self, calendar: Calendar, last_enqueued_at: datetime | None,
+                      created_at: datetime) -> float | None:
         memo = self._due_memo
         # Everything the answer depends on (calendar_for returns one object per pair).
-        key = (calendar, row.last_enqueued_at if row.last_enqueued_at is not None
-               else (row.created_at,))
+        key = (calendar, last_enqueued_at if last_enqueued_at is not None
+               else (created_at,))
         if memo is not None and key in memo:
             return memo[key]
-        if row.last_enqueued_at is None:
+        if last_enqueued_at is None:
             # Awa fires a new row's latest fire in [floor(created_at - 60 s), now].
-            start = (row.created_at - timedelta(seconds=60)).replace(microsecond=0)
+            start = (created_at - timedelta(seconds=60)).replace(microsecond=0)
             fire = calendar.next_from(start, inclusive=True)
         else:
-            fire = next_fire_after(calendar, row.last_enqueued_at)
+            fire = next_fire_after(calendar, last_enqueued_at)
         due = None if fire is None else fire.timestamp()
         if memo is not None:
             _bounded(memo)[key] = due
