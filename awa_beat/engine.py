@@ -532,8 +532,8 @@ class Engine:
                 and packed[_HEAD.size:] == key)
 
     def _held(self, name: str) -> CronState | None:
-        """The row ``name`` as held, without its calendar (what the stores compare a
-        row read with)."""
+        """The row ``name`` as held, as a record (for :meth:`state`, :meth:`schedule`
+        and :meth:`rows`; the readers compare rows read through :meth:`_holds`)."""
         packed = self._entries.get(name)
         if packed is None:
             return None
