@@ -466,13 +466,17 @@ class Engine:
         return (text, *self._pairs[index])
 
     def _pack(self, entry: _Entry) -> bytes:
-        kind = entry.kind
+        return self._packed(entry.due, entry.kind, entry.last_enqueued_at, entry.created_at,
+                            entry.updated_at, entry.paused_at)
+
+    def _packed(self, due: float | None, kind: _Kind, last_enqueued_at: datetime | None,
+                created_at: datetime, updated_at: datetime,
+                paused_at: datetime | None) -> bytes:
         flags = (_NO_FIRE if kind.calendar is None else 0) | (
             _LIMITS if kind.problem is LIMITS_PROBLEM else 0)
         micros = self._micros
-        return _HEAD.pack(math.nan if entry.due is None else entry.due,
-                          micros(entry.last_enqueued_at), micros(entry.created_at),
-                          micros(entry.updated_at), micros(entry.paused_at),
+        return _HEAD.pack(math.nan if due is None else due, micros(last_enqueued_at),
+                          micros(created_at), micros(updated_at), micros(paused_at),
                           flags) + kind.key
 
     def _micros(self, t: datetime | None) -> int:
@@ -524,8 +528,7 @@ class Engine:
         packed = self._entries.get(row[0])
         if packed is None:
             return False
-        kind = self._kinds.get((row[1], row[2], row[3]))
-        key = kind.key if kind is not None else self._key(row[1], row[2], row[3])
+        key = self._kind(row[1], row[2], row[3]).key  # a row not held as read needs it next
         micros = self._micros
         return (packed[_TIMES_AT:_HEAD.size - 1] == _TIMES.pack(
                     micros(row[4]), micros(row[5]), micros(row[6]), micros(row[7]))
@@ -553,24 +556,22 @@ class Engine:
               last_enqueued_at: datetime | None, created_at: datetime, updated_at: datetime,
               paused_at: datetime | None) -> _Entry:
         """A row read, unpacked."""
-        kind = self._kinds.get((cron_expr, timezone, missed_fire_policy))
-        if kind is None:
-            kind = self._kind(cron_expr, timezone, missed_fire_policy)
-        return _Entry(name, kind, last_enqueued_at, created_at, updated_at, paused_at)
+        return _Entry(name, self._kind(cron_expr, timezone, missed_fire_policy),
+                      last_enqueued_at, created_at, updated_at, paused_at)
 
     @contextmanager
     def _taking(self) -> Iterator[RowMaker]:
         """A ``make`` for the stores that applies each row read as it arrives (the
         readers leave out the rows held as they are), so that a load never holds the
         rows read, or their calendars, beside the packed ones."""
-        kinds, entries, micros, push = self._kinds, self._entries, self._micros, self._queue.push
+        kinds, entries, push = self._kinds, self._entries, self._queue.push
 
         def take(name: str, cron_expr: str, timezone: str, missed_fire_policy: str,
                  last_enqueued_at: datetime | None, created_at: datetime,
                  updated_at: datetime, paused_at: datetime | None) -> None:
-            kind = kinds.get((cron_expr, timezone, missed_fire_policy))
-            if kind is None:
-                kind = self._kind(cron_expr, timezone, missed_fire_policy)
+            # The cache looked up here first: a load calls this for every row.
+            kind = (kinds.get((cron_expr, timezone, missed_fire_policy))
+                    or self._kind(cron_expr, timezone, missed_fire_policy))
             if kind.calendar is None:  # reported as invalid: the long way
                 self._set(_Entry(name, kind, last_enqueued_at, created_at, updated_at,
                                  paused_at))
@@ -581,9 +582,8 @@ class Engine:
                    else self._first_due_of(kind.calendar, last_enqueued_at, created_at))
             if due is not None:
                 push(due, name)
-            entries[name] = _HEAD.pack(
-                math.nan if due is None else due, micros(last_enqueued_at),
-                micros(created_at), micros(updated_at), micros(paused_at), 0) + kind.key
+            entries[name] = self._packed(due, kind, last_enqueued_at, created_at, updated_at,
+                                         paused_at)
 
         with self._together():
             yield take
@@ -593,6 +593,10 @@ class Engine:
 
     def _kind(self, cron_expr: str, timezone: str, missed_fire_policy: str,
               key: bytes | None = None) -> _Kind:
+        """The kind of a triple: the cached one, or made (its calendar parsed)."""
+        kind = self._kinds.get((cron_expr, timezone, missed_fire_policy))
+        if kind is not None:
+            return kind
         calendar = None
         problem = None
         try:
