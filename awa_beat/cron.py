@@ -361,7 +361,7 @@ class _DayRule:
 
 
 # Live rules by their fields: an expression keeps its rule alive, and the rule goes with
-# the last expression that uses it.
+# the last expression that uses it, once the cache by texts (_day_rule_of) drops it too.
 _DAY_RULES: weakref.WeakValueDictionary[tuple, _DayRule] = weakref.WeakValueDictionary()
 # Time-of-day tuples shared between expressions; a bound keeps odd inputs from growing it.
 _TIMES: dict[tuple[int, ...], tuple[int, ...]] = {}
@@ -399,7 +399,14 @@ def _time_field(index: int, text: str) -> tuple[tuple[int, ...], int]:
     return values, sum(1 << v for v in values)
 
 
+# Keyed by the three texts: the key of the rule itself is long to hash, and an expression
+# with a calendar of its own still shares its day fields with many others.
 @lru_cache(maxsize=1024)
+def _day_rule_of(dom_text: str, month_text: str, dow_text: str) -> _DayRule:
+    """The day rule of a day-of-month, month and day-of-week field."""
+    return _day_rule(_days_key(dom_text, month_text, dow_text))
+
+
 def _days_key(dom_text: str, month_text: str, dow_text: str) -> tuple:
     """The fields of the day rule of a day-of-month, month and day-of-week field (the
     months' bit mask first)."""
@@ -462,13 +469,16 @@ class CronExpression:
         return hash(self.source)
 
     @classmethod
-    def parse(cls, expr: str) -> CronExpression:
+    def parse(cls, expr: str, *, cache: bool = True) -> CronExpression:
         """Parse ``expr`` exactly as Awa does; raise :class:`InvalidCronExpression` if Awa
-        would reject it (Awa then logs an error every second and never fires the row)."""
+        would reject it (Awa then logs an error every second and never fires the row).
+
+        ``cache=False`` parses afresh, for a caller that keeps what it parsed: expressions
+        that each appear once would only churn the shared cache."""
         if not isinstance(expr, str):
             kind = type(expr).__name__
             raise InvalidCronExpression(f"a cron expression must be text, not {kind}")
-        return _parse_cached(expr)
+        return _parse_cached(expr) if cache else cls._build(expr)
 
     @classmethod
     def _build(cls, expr: str) -> CronExpression:
@@ -504,7 +514,7 @@ class CronExpression:
             seconds, seconds_mask = _time_field(0, parts[0])
             minutes, minutes_mask = _time_field(1, parts[1])
             hours, hours_mask = _time_field(2, parts[2])
-            days_key = _days_key(parts[3], parts[4], parts[5])
+            days = _day_rule_of(parts[3], parts[4], parts[5])
         except _ComponentError as exc:
             raise InvalidCronExpression(f"invalid cron expression {expr!r}: {exc}") from None
 
@@ -514,8 +524,8 @@ class CronExpression:
         parsed._seconds_mask = seconds_mask
         parsed._minutes_mask = minutes_mask
         parsed._hours_mask = hours_mask
-        parsed._days_rule = _day_rule(days_key)
-        parsed._never = not (seconds and minutes and hours and days_key[0])
+        parsed._days_rule = days
+        parsed._never = not (seconds and minutes and hours and days.months_mask)
         return parsed
 
     # -- time-of-day matching ------------------------------------------------------------------
@@ -629,9 +639,8 @@ def _known_zones() -> frozenset[str]:
     return frozenset(zoneinfo.available_timezones() - _NOT_IN_CHRONO_TZ)
 
 
-@lru_cache(maxsize=1024)
-def _zone(name: str) -> zoneinfo.ZoneInfo:
-    return zoneinfo.ZoneInfo(name)
+# The zones validated so far, by name: a few hundred at most.
+_ZONES: dict[str, zoneinfo.ZoneInfo] = {}
 
 
 def load_timezone(name: str) -> zoneinfo.ZoneInfo:
@@ -640,13 +649,17 @@ def load_timezone(name: str) -> zoneinfo.ZoneInfo:
 
     Raises :class:`InvalidTimezone` naming the value otherwise. Zones are cached.
     """
+    zone = _ZONES.get(name) if isinstance(name, str) else None
+    if zone is not None:
+        return zone
     if not isinstance(name, str) or (name not in _listed_zones()
                                      and name not in _known_zones()):
         raise InvalidTimezone(
             f"unknown time zone {name!r}; use an IANA name such as 'UTC' or 'Europe/Paris'"
             " (names are case-sensitive)"
         )
-    return _zone(name)
+    zone = _ZONES[name] = zoneinfo.ZoneInfo(name)
+    return zone
 
 
 def local_seconds(y: int, mo: int, d: int, h: int, mi: int, s: int) -> int:

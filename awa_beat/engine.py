@@ -45,14 +45,18 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
 from .bulk import collector_paused
+from .cron import from_epoch
 from .due_queue import DueQueue
 from .errors import ScheduleError, StoreError
 from .fire_times import (
     POLICIES,
     Calendar,
+    CronCalendar,
+    IntervalCalendar,
     calendar_for,
     due_fires,
     fires_between,
+    next_epoch_after,
     next_fire_after,
 )
 from .logs import event
@@ -600,7 +604,7 @@ class Engine:
         calendar = None
         problem = None
         try:
-            calendar = calendar_for(cron_expr, timezone)
+            calendar = calendar_for(cron_expr, timezone, cache=False)  # this is the cache
         except ScheduleError as exc:
             problem = str(exc)
         if problem is None and missed_fire_policy not in POLICIES:
@@ -683,19 +687,25 @@ class Engine:
 
     def _first_due_of(self, calendar: Calendar, last_enqueued_at: datetime | None,
                       created_at: datetime) -> float | None:
+        # Awa fires a new row's latest fire in [floor(created_at - 60 s), now], and a
+        # fired row's first fire after its cursor; either way the whole second is all the
+        # answer depends on, with the calendar (one object per kind).
+        new = last_enqueued_at is None
+        second = self._micros(created_at if new else last_enqueued_at) // 1_000_000
+        if new:
+            second -= 60
         memo = self._due_memo
-        # Everything the answer depends on (calendar_for returns one object per pair).
-        key = (calendar, last_enqueued_at if last_enqueued_at is not None
-               else (created_at,))
+        key = (calendar, second, new)
         if memo is not None and key in memo:
             return memo[key]
-        if last_enqueued_at is None:
-            # Awa fires a new row's latest fire in [floor(created_at - 60 s), now].
-            start = (created_at - timedelta(seconds=60)).replace(microsecond=0)
-            fire = calendar.next_from(start, inclusive=True)
+        if isinstance(calendar, (CronCalendar, IntervalCalendar)):
+            found = (calendar.next_epoch(second, True) if new
+                     else next_epoch_after(calendar, second))
+            due = None if found is None else float(found)
         else:
-            fire = next_fire_after(calendar, last_enqueued_at)
-        due = None if fire is None else fire.timestamp()
+            fire = (calendar.next_from(from_epoch(second), inclusive=True) if new
+                    else next_fire_after(calendar, last_enqueued_at))  # type: ignore[arg-type]
+            due = None if fire is None else fire.timestamp()
         if memo is not None:
             _bounded(memo)[key] = due
         return due

@@ -43,6 +43,7 @@ __all__ = [
     "every_seconds",
     "fires_between",
     "interval_expression",
+    "next_epoch_after",
     "next_fire_after",
 ]
 
@@ -123,6 +124,19 @@ def _offset_seconds(delta: timedelta) -> int:
 
 def _fixed_offset(tz: tzinfo) -> int | None:
     """The zone's offset in seconds if it never changes, else ``None``."""
+    try:
+        return _FIXED_OFFSETS[tz]
+    except KeyError:
+        pass
+    offset = _FIXED_OFFSETS[tz] = _find_fixed_offset(tz)
+    return offset
+
+
+# By zone object: a zone's calendars are made once per row when every row's is its own.
+_FIXED_OFFSETS: dict[tzinfo, int | None] = {}
+
+
+def _find_fixed_offset(tz: tzinfo) -> int | None:
     if isinstance(tz, timezone):
         offset = tz.utcoffset(None)
     else:
@@ -169,48 +183,101 @@ class CronCalendar:
             local = start + offset if inclusive else start + offset + 1
             found = self.expr.next_fields(*_fields(local))
             return None if found is None else local_seconds(*found) - offset
-        wall = datetime.fromtimestamp(start, self.tz)
+        wall = _wall_at(self.tz, start)
         if inclusive:
-            found = self.expr.next_fields(
-                wall.year, wall.month, wall.day, wall.hour, wall.minute, wall.second
-            )
+            found = self.expr.next_fields(*wall)
         else:
-            local = local_seconds(
-                wall.year, wall.month, wall.day, wall.hour, wall.minute, wall.second
-            )
-            found = self.expr.next_fields(*_fields(local + 1))
-        return None if found is None else self._resolve(found)
+            found = self.expr.next_fields(*_fields(local_seconds(*wall) + 1))
+        return None if found is None else _earliest_at(self.tz, found)
 
-    def _resolve(self, wall: tuple[int, int, int, int, int, int]) -> int | None:
-        """chrono-tz's ``from_local_datetime`` as croner uses it: earliest instant of a
-        repeated wall time; for a missing one, the first valid wall time up to 3600 s later."""
-        local = local_seconds(*wall)
-        tz = self.tz
-        dt = datetime(*wall, tzinfo=tz)
-        before = _offset_seconds(dt.utcoffset())  # type: ignore[arg-type]
-        after = _offset_seconds(dt.replace(fold=1).utcoffset())  # type: ignore[arg-type]
-        if before >= after:
-            # Equal: an ordinary time. Greater: clocks went back; fold=0 is the first pass.
-            return local - before
-        if self._gap_offset(local + _GAP_STEPS) is None:
-            return None
-        lo, hi = 1, _GAP_STEPS
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self._gap_offset(local + mid) is None:
-                lo = mid + 1
-            else:
-                hi = mid
-        offset = self._gap_offset(local + lo)
-        assert offset is not None
-        return local + lo - offset
 
-    def _gap_offset(self, local: int) -> int | None:
-        """The offset of the earliest instant at wall time ``local``, ``None`` in a gap."""
-        dt = datetime(*_fields(local), tzinfo=self.tz)
-        before = _offset_seconds(dt.utcoffset())  # type: ignore[arg-type]
-        after = _offset_seconds(dt.replace(fold=1).utcoffset())  # type: ignore[arg-type]
-        return before if before >= after else None
+# Rows that share a zone, but not a calendar, meet the same instants and wall times: a
+# load with a calendar per row asks each zone the same two questions over and over, and
+# the answers cost more than the search between them. Keyed by the zone object (one per
+# name, kept by load_timezone), which is all the answers depend on beside the key.
+_WALLS: dict[tuple[tzinfo, int], tuple[int, int, int, int, int, int]] = {}
+_HOURS: dict[tuple[tzinfo, int, int, int, int], int | None] = {}
+#: Instants (rows' cursors) whose wall time is remembered before the memo starts afresh.
+WALL_MEMO_LIMIT = 4096
+#: Wall hours whose offset is remembered before the memo starts afresh.
+HOUR_MEMO_LIMIT = 16384
+_UNKNOWN = object()
+
+
+def _wall_at(tz: tzinfo, start: int) -> tuple[int, int, int, int, int, int]:
+    """The wall-clock fields of epoch second ``start`` in ``tz``."""
+    key = (tz, start)
+    wall = _WALLS.get(key)
+    if wall is None:
+        t = datetime.fromtimestamp(start, tz)
+        wall = (t.year, t.month, t.day, t.hour, t.minute, t.second)
+        if len(_WALLS) >= WALL_MEMO_LIMIT:
+            _WALLS.clear()
+        _WALLS[key] = wall
+    return wall
+
+
+def _earliest_at(tz: tzinfo, wall: tuple[int, int, int, int, int, int]) -> int | None:
+    """:func:`_resolve`, through the offset of the wall hour when it has one throughout."""
+    y, mo, d, h, mi, s = wall
+    key = (tz, y, mo, d, h)
+    offset = _HOURS.get(key, _UNKNOWN)
+    if offset is _UNKNOWN:
+        offset = _hour_offset(tz, y, mo, d, h)
+        if len(_HOURS) >= HOUR_MEMO_LIMIT:
+            _HOURS.clear()
+        _HOURS[key] = offset
+    if offset is None:
+        return _resolve(tz, wall)
+    return local_seconds(y, mo, d, h, mi, s) - offset  # type: ignore[operator]
+
+
+def _hour_offset(tz: tzinfo, y: int, mo: int, d: int, h: int) -> int | None:
+    """The zone's offset all through wall hour ``h`` of that day, or ``None`` if the hour
+    holds a change of offset (part of it skipped or repeated).
+
+    Equal offsets at both ends of the hour, in both folds, mean no change within it:
+    no zone changes its offset twice within an hour (tests/unit/test_cron.py checks
+    every zone the tz database holds)."""
+    first = datetime(y, mo, d, h, tzinfo=tz)
+    last = datetime(y, mo, d, h, 59, 59, tzinfo=tz)
+    offsets = {first.utcoffset(), first.replace(fold=1).utcoffset(),
+               last.utcoffset(), last.replace(fold=1).utcoffset()}
+    if len(offsets) != 1:
+        return None
+    return _offset_seconds(offsets.pop())  # type: ignore[arg-type]
+
+
+def _resolve(tz: tzinfo, wall: tuple[int, int, int, int, int, int]) -> int | None:
+    """chrono-tz's ``from_local_datetime`` as croner uses it: earliest instant of a
+    repeated wall time; for a missing one, the first valid wall time up to 3600 s later."""
+    local = local_seconds(*wall)
+    dt = datetime(*wall, tzinfo=tz)
+    before = _offset_seconds(dt.utcoffset())  # type: ignore[arg-type]
+    after = _offset_seconds(dt.replace(fold=1).utcoffset())  # type: ignore[arg-type]
+    if before >= after:
+        # Equal: an ordinary time. Greater: clocks went back; fold=0 is the first pass.
+        return local - before
+    if _gap_offset(tz, local + _GAP_STEPS) is None:
+        return None
+    lo, hi = 1, _GAP_STEPS
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _gap_offset(tz, local + mid) is None:
+            lo = mid + 1
+        else:
+            hi = mid
+    offset = _gap_offset(tz, local + lo)
+    assert offset is not None
+    return local + lo - offset
+
+
+def _gap_offset(tz: tzinfo, local: int) -> int | None:
+    """The offset of the earliest instant at wall time ``local``, ``None`` in a gap."""
+    dt = datetime(*_fields(local), tzinfo=tz)
+    before = _offset_seconds(dt.utcoffset())  # type: ignore[arg-type]
+    after = _offset_seconds(dt.replace(fold=1).utcoffset())  # type: ignore[arg-type]
+    return before if before >= after else None
 
 
 class IntervalCalendar:
@@ -272,12 +339,15 @@ def every_seconds(cron_expr: str) -> int | None:
     return int(match.group(1)) if match is not None else None
 
 
-def calendar_for(cron_expr: str, timezone: str) -> Calendar:
+def calendar_for(cron_expr: str, timezone: str, *, cache: bool = True) -> Calendar:
     """The calendar stored in a ``cron_expr`` / ``timezone`` pair: an Awa cron expression,
     ``@every {n}s``, or another of awa-beat's markers (:mod:`awa_beat.markers`: solar,
     ``at``, rrule, bounds). Raises :class:`~awa_beat.errors.ScheduleError` (such as
-    :class:`InvalidCronExpression` or :class:`~awa_beat.errors.InvalidTimezone`)."""
-    return _calendar_for(cron_expr, timezone)
+    :class:`InvalidCronExpression` or :class:`~awa_beat.errors.InvalidTimezone`).
+
+    ``cache=False`` builds it afresh, for a caller that keeps its own (the engine's
+    kinds): a table with a calendar per row would only churn the shared cache."""
+    return _calendar_for(cron_expr, timezone) if cache else _new_calendar(cron_expr, timezone)
 
 
 #: Distinct (expression, zone) pairs whose calendar is kept. The engine keeps its own
@@ -288,15 +358,20 @@ CALENDAR_CACHE = 4096
 
 @lru_cache(maxsize=CALENDAR_CACHE)
 def _calendar_for(cron_expr: str, timezone: str) -> Calendar:
+    return _new_calendar(cron_expr, timezone, cache=True)
+
+
+def _new_calendar(cron_expr: str, timezone: str, *, cache: bool = False) -> Calendar:
     tz = load_timezone(timezone)
     if not isinstance(cron_expr, str):
         raise InvalidCronExpression(f"a cron expression must be text, not {cron_expr!r}")
-    seconds = every_seconds(cron_expr)
-    if seconds is not None:
-        return IntervalCalendar(seconds)
-    if is_marker(cron_expr):
-        return parse_marker(cron_expr, timezone, _calendar_for)
-    return CronCalendar(CronExpression.parse(cron_expr), tz)
+    if cron_expr[:1] == "@":  # where an interval or a marker starts
+        seconds = every_seconds(cron_expr)
+        if seconds is not None:
+            return IntervalCalendar(seconds)
+        if is_marker(cron_expr):
+            return parse_marker(cron_expr, timezone, _calendar_for)
+    return CronCalendar(CronExpression.parse(cron_expr, cache=cache), tz)
 
 
 # -- Awa's evaluator -------------------------------------------------------------------------
@@ -336,10 +411,30 @@ def _iter_from(calendar: Calendar, start: datetime) -> Iterator[datetime]:
 def next_fire_after(calendar: Calendar, t: datetime) -> datetime | None:
     """The first fire strictly after ``t``, as Awa's evaluator finds it (iterating from ``t``
     and skipping fires at or before it), or ``None`` if the calendar never fires again."""
+    if isinstance(calendar, (CronCalendar, IntervalCalendar)):
+        found = next_epoch_after(calendar, _epoch_seconds(t))
+        return None if found is None else datetime.fromtimestamp(found, _UTC)
     for fire in _iter_from(calendar, t):
         if fire > t:
             return fire
     return None
+
+
+def next_epoch_after(calendar: CronCalendar | IntervalCalendar, second: int) -> int | None:
+    """:func:`next_fire_after` for any instant within epoch second ``second`` (fires are
+    whole seconds, so the fraction changes nothing), on integers: the engine asks it for
+    every row it loads."""
+    step = calendar.next_epoch
+    cursor = second
+    prev: int | None = None
+    while True:
+        found = step(cursor, True)
+        if found is None or (prev is not None and found <= prev):
+            return None
+        if found > second:
+            return found
+        prev = found
+        cursor = found + 1
 
 
 def fires_between(

@@ -8,6 +8,7 @@ the Awa research report (sections 2 and 7), which recorded what a real awa-pg 0.
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from itertools import pairwise
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -608,6 +609,67 @@ def test_fixed_offset_zones_are_shifted_utc(expr: str, start: datetime, inclusiv
     shifted = calendar_for(expr, "Etc/GMT-3").next_from(start, inclusive=inclusive)
     base = calendar_for(expr, "UTC").next_from(start + timedelta(hours=3), inclusive=inclusive)
     assert shifted == (None if base is None else base - timedelta(hours=3))
+
+
+def _offset_changes(zone: str) -> list[int]:
+    """The instants (epoch seconds) at which ``zone`` changes its UTC offset, from the
+    transitions in its file and from its closing rule over a few years."""
+    from zoneinfo import _zoneinfo  # the pure-Python reader, which keeps the transitions
+
+    z = _zoneinfo.ZoneInfo.no_cache(zone)  # type: ignore[attr-defined]
+    changes = []
+    offset = z._tti_before.utcoff if z._tti_before else None
+    for at, tti in zip(z._trans_utc, z._ttinfos, strict=True):
+        if tti.utcoff != offset:
+            changes.append(at)
+            offset = tti.utcoff
+    rule = z._tz_after
+    if isinstance(rule, _zoneinfo._TZStr):  # type: ignore[attr-defined]
+        last = datetime.fromtimestamp(changes[-1], UTC).year if changes else 2000
+        for year in range(last, last + 4):  # overlapping the file's last changes
+            start, end = rule.transitions(year)  # wall time, standard and summer
+            changes.append(start - int(rule.std.utcoff.total_seconds()))
+            changes.append(end - int(rule.dst.utcoff.total_seconds()))
+    return sorted(set(changes))
+
+
+def test_no_zone_changes_its_offset_twice_within_an_hour() -> None:
+    """What the wall-hour memo of fire_times rests on: equal offsets at both ends of a wall
+    hour, in both folds, mean no change within it."""
+    from zoneinfo import available_timezones
+
+    gaps = []
+    for zone in available_timezones():
+        changes = _offset_changes(zone)
+        gaps.extend((later - earlier, zone) for earlier, later in pairwise(changes))
+    assert min(gaps)[0] > 3600, min(gaps)
+
+
+TRANSITION_DAYS = [  # (zone, a day with a change of offset, and the days either side)
+    (NY, datetime(2026, 3, 8)), (NY, datetime(2026, 11, 1)),
+    ("Europe/Paris", datetime(2026, 3, 29)), ("Europe/Paris", datetime(2026, 10, 25)),
+    ("Australia/Lord_Howe", datetime(2026, 4, 5)), ("Australia/Lord_Howe", datetime(2026, 10, 4)),
+    ("Pacific/Chatham", datetime(2026, 4, 5)), ("Antarctica/Troll", datetime(2026, 3, 29)),
+    ("Pacific/Apia", datetime(2011, 12, 30)), ("UTC", datetime(2026, 3, 8)),
+]  # fmt: skip
+
+
+@SETTINGS
+@given(picks=st.lists(st.tuples(st.sampled_from(TRANSITION_DAYS), st.integers(-1, 1),
+                                st.integers(0, 23), st.integers(0, 59), st.integers(0, 59)),
+                      min_size=1, max_size=20))
+def test_wall_hours_remembered_resolve_as_each_alone(
+        picks: list[tuple[tuple[str, datetime], int, int, int, int]]) -> None:
+    """A wall time resolves to the instant it resolves to with nothing remembered,
+    whatever was asked before it (other zones, the same hour, a skipped or repeated one)."""
+    from awa_beat import fire_times
+
+    fire_times._HOURS.clear()
+    for (zone, day), shift, h, mi, s in picks:
+        d = day + timedelta(days=shift)
+        wall = (d.year, d.month, d.day, h, mi, s)
+        tz = load_timezone(zone)
+        assert fire_times._earliest_at(tz, wall) == fire_times._resolve(tz, wall), (zone, wall)
 
 
 # -- Awa's evaluator rules --------------------------------------------------------------------
