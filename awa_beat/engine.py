@@ -688,16 +688,16 @@ class Engine:
     def _first_due_of(self, calendar: Calendar, last_enqueued_at: datetime | None,
                       created_at: datetime) -> float | None:
         # Awa fires a new row's latest fire in [floor(created_at - 60 s), now], and a
-        # fired row's first fire after its cursor; either way the whole second is all the
-        # answer depends on, with the calendar (one object per kind).
+        # fired row's first fire after its cursor: the answer depends on the calendar
+        # (one object per kind) and that instant alone. Rows read together share their
+        # instants' objects, whose hash Python keeps.
         new = last_enqueued_at is None
-        second = self._micros(created_at if new else last_enqueued_at) // 1_000_000
-        if new:
-            second -= 60
+        key = (calendar, (created_at,) if new else last_enqueued_at)
         memo = self._due_memo
-        key = (calendar, second, new)
         if memo is not None and key in memo:
             return memo[key]
+        second = (self._micros(created_at) // 1_000_000 - 60 if new
+                  else self._micros(last_enqueued_at) // 1_000_000)
         if isinstance(calendar, (CronCalendar, IntervalCalendar)):
             found = (calendar.next_epoch(second, True) if new
                      else next_epoch_after(calendar, second))
