@@ -689,10 +689,12 @@ class Engine:
                       created_at: datetime) -> float | None:
         # Awa fires a new row's latest fire in [floor(created_at - 60 s), now], and a
         # fired row's first fire after its cursor: the answer depends on the calendar
-        # (one object per kind) and that instant alone. Rows read together share their
-        # instants' objects, whose hash Python keeps.
+        # (one object per kind) and that instant alone. A datetime keeps its hash, and
+        # rows read together share theirs; the fold tells apart two instants of one
+        # repeated wall time, which compare equal.
         new = last_enqueued_at is None
-        key = (calendar, (created_at,) if new else last_enqueued_at)
+        key = ((calendar, (created_at,), created_at.fold) if new
+               else (calendar, last_enqueued_at, last_enqueued_at.fold))
         memo = self._due_memo
         if memo is not None and key in memo:
             return memo[key]

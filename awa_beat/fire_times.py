@@ -128,12 +128,17 @@ def _fixed_offset(tz: tzinfo) -> int | None:
         return _FIXED_OFFSETS[tz]
     except KeyError:
         pass
+    except TypeError:  # a tzinfo of another library that cannot be hashed
+        return _find_fixed_offset(tz)
+    if len(_FIXED_OFFSETS) >= _FIXED_OFFSETS_LIMIT:
+        _FIXED_OFFSETS.clear()
     offset = _FIXED_OFFSETS[tz] = _find_fixed_offset(tz)
     return offset
 
 
 # By zone object: a zone's calendars are made once per row when every row's is its own.
 _FIXED_OFFSETS: dict[tzinfo, int | None] = {}
+_FIXED_OFFSETS_LIMIT = 1024
 
 
 def _find_fixed_offset(tz: tzinfo) -> int | None:
@@ -173,9 +178,10 @@ class CronCalendar:
     def next_epoch(self, start: int, inclusive: bool = True) -> int | None:
         """:meth:`next_from` on whole epoch seconds."""
         try:
-            return self._next_epoch(start, inclusive)
+            found = self._next_epoch(start, inclusive)
         except (OverflowError, ValueError):
             return None  # wall time outside years 1-9999: past croner's limit anyway
+        return found if found is None or found <= _MAX_EPOCH else None
 
     def _next_epoch(self, start: int, inclusive: bool) -> int | None:
         offset = self._fixed
@@ -207,13 +213,17 @@ _UNKNOWN = object()
 def _wall_at(tz: tzinfo, start: int) -> tuple[int, int, int, int, int, int]:
     """The wall-clock fields of epoch second ``start`` in ``tz``."""
     key = (tz, start)
-    wall = _WALLS.get(key)
+    try:
+        wall = _WALLS.get(key)
+    except TypeError:  # a tzinfo of another library that cannot be hashed
+        wall = key = None
     if wall is None:
         t = datetime.fromtimestamp(start, tz)
         wall = (t.year, t.month, t.day, t.hour, t.minute, t.second)
-        if len(_WALLS) >= WALL_MEMO_LIMIT:
-            _WALLS.clear()
-        _WALLS[key] = wall
+        if key is not None:
+            if len(_WALLS) >= WALL_MEMO_LIMIT:
+                _WALLS.clear()
+            _WALLS[key] = wall
     return wall
 
 
@@ -221,7 +231,10 @@ def _earliest_at(tz: tzinfo, wall: tuple[int, int, int, int, int, int]) -> int |
     """:func:`_resolve`, through the offset of the wall hour when it has one throughout."""
     y, mo, d, h, mi, s = wall
     key = (tz, y, mo, d, h)
-    offset = _HOURS.get(key, _UNKNOWN)
+    try:
+        offset = _HOURS.get(key, _UNKNOWN)
+    except TypeError:  # a tzinfo that cannot be hashed
+        return _resolve(tz, wall)
     if offset is _UNKNOWN:
         offset = _hour_offset(tz, y, mo, d, h)
         if len(_HOURS) >= HOUR_MEMO_LIMIT:
@@ -520,7 +533,9 @@ def due_fires(
     if policy not in POLICIES:
         raise ValueError(f"unknown missed-fire policy {policy!r}; use 'coalesce' or 'catch_up'")
     last = last_enqueued_at
-    search_start = last if last is not None else created_at - _MINUTE
+    # On the instant, not the wall clock: created_at may be in the second pass of a
+    # repeated hour.
+    search_start = last if last is not None else created_at.astimezone(_UTC) - _MINUTE
     if last is None or policy == "coalesce":
         fire = _latest_due(calendar, search_start, last, now)
         return [] if fire is None else [fire]

@@ -672,6 +672,42 @@ def test_wall_hours_remembered_resolve_as_each_alone(
         assert fire_times._earliest_at(tz, wall) == fire_times._resolve(tz, wall), (zone, wall)
 
 
+def test_a_fire_past_the_year_9999_is_none() -> None:
+    # The wall time is in 9999, the instant in 10000: past what a datetime holds.
+    last = datetime(9999, 12, 31, 23, 59, tzinfo=UTC)
+    calendar = calendar_for("0 0 * * * *", NY)
+    assert isinstance(calendar, CronCalendar)
+    assert calendar.next_epoch(int(last.timestamp())) is None
+    assert calendar.next_from(last) is None
+    assert next_fire_after(calendar, last) is None
+
+
+def test_a_new_rows_window_opens_a_minute_before_the_instant_it_was_created() -> None:
+    # 01:30 in New York's second pass (06:30Z): a minute before is 06:29Z, not 05:29Z
+    # as the wall clock would have it, so 06:00Z is not due.
+    created = datetime(2026, 11, 1, 1, 30, tzinfo=ZoneInfo(NY), fold=1)
+    now = utc("2026-11-01T06:45:00Z")
+    hourly = calendar_for("0 0 * * * *", "UTC")
+    assert due_fires(hourly, last_enqueued_at=None, created_at=created, now=now,
+                     policy="coalesce") == []
+    assert due_fires(hourly, last_enqueued_at=None, created_at=created.replace(fold=0),
+                     now=now, policy="coalesce") == [utc("2026-11-01T06:00:00Z")]
+
+
+def test_a_zone_that_cannot_be_hashed_still_makes_a_calendar() -> None:
+    class Unhashable(timezone.__base__):  # type: ignore[misc,name-defined]
+        __hash__ = None  # type: ignore[assignment]
+
+        def utcoffset(self, dt: datetime | None) -> timedelta:
+            return timedelta(hours=2)
+
+        def dst(self, dt: datetime | None) -> timedelta:
+            return timedelta(0)
+
+    calendar = CronCalendar(CronExpression.parse("0 3 * * *"), Unhashable())
+    assert calendar.next_from(utc("2026-01-01T00:00:00Z")) == utc("2026-01-01T01:00:00Z")
+
+
 # -- Awa's evaluator rules --------------------------------------------------------------------
 
 

@@ -123,3 +123,25 @@ def test_a_row_queued_twice_at_one_instant_fires_once() -> None:
     # The store's compare-and-swap would drop a second request; the engine must not
     # even make one.
     assert requested == ["r"]
+
+
+def test_two_instants_of_one_repeated_wall_time_are_remembered_apart() -> None:
+    # They compare equal (same zone, same wall time) an hour apart: the first's answer
+    # must not be given for the second.
+    from zoneinfo import ZoneInfo
+
+    from awa_beat.fire_times import calendar_for
+
+    calendar = calendar_for("0 0 * * * *", "UTC")
+    first = datetime(2026, 11, 1, 1, 30, tzinfo=ZoneInfo("America/New_York"))  # 05:30Z
+    second = first.replace(fold=1)  # 06:30Z
+    alone = Engine(store=None)  # type: ignore[arg-type]
+    expected = alone._first_due_of(calendar, second, second)
+    assert expected == datetime(2026, 11, 1, 7, tzinfo=UTC).timestamp()
+    engine = Engine(store=None)  # type: ignore[arg-type]
+    with engine._together():
+        assert engine._first_due_of(calendar, first, first) == datetime(
+            2026, 11, 1, 6, tzinfo=UTC).timestamp()
+        assert engine._first_due_of(calendar, second, second) == expected
+        assert engine._first_due_of(calendar, None, first) != engine._first_due_of(
+            calendar, None, second)
