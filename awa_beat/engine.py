@@ -45,18 +45,15 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
 from .bulk import collector_paused
-from .cron import from_epoch
 from .due_queue import DueQueue
 from .errors import ScheduleError, StoreError
 from .fire_times import (
     POLICIES,
     Calendar,
-    CronCalendar,
-    IntervalCalendar,
     calendar_for,
     due_fires,
     fires_between,
-    next_epoch_after,
+    next_epoch_from,
     next_fire_after,
 )
 from .logs import event
@@ -700,14 +697,8 @@ class Engine:
             return memo[key]
         second = (self._micros(created_at) // 1_000_000 - 60 if new
                   else self._micros(last_enqueued_at) // 1_000_000)
-        if isinstance(calendar, (CronCalendar, IntervalCalendar)):
-            found = (calendar.next_epoch(second, True) if new
-                     else next_epoch_after(calendar, second))
-            due = None if found is None else float(found)
-        else:
-            fire = (calendar.next_from(from_epoch(second), inclusive=True) if new
-                    else next_fire_after(calendar, last_enqueued_at))  # type: ignore[arg-type]
-            due = None if fire is None else fire.timestamp()
+        found = next_epoch_from(calendar, second, after=not new)
+        due = None if found is None else float(found)
         if memo is not None:
             _bounded(memo)[key] = due
         return due

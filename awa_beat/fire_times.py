@@ -43,7 +43,7 @@ __all__ = [
     "every_seconds",
     "fires_between",
     "interval_expression",
-    "next_epoch_after",
+    "next_epoch_from",
     "next_fire_after",
 ]
 
@@ -216,15 +216,18 @@ def _wall_at(tz: tzinfo, start: int) -> tuple[int, int, int, int, int, int]:
     try:
         wall = _WALLS.get(key)
     except TypeError:  # a tzinfo of another library that cannot be hashed
-        wall = key = None
+        return _wall_fields(tz, start)
     if wall is None:
-        t = datetime.fromtimestamp(start, tz)
-        wall = (t.year, t.month, t.day, t.hour, t.minute, t.second)
-        if key is not None:
-            if len(_WALLS) >= WALL_MEMO_LIMIT:
-                _WALLS.clear()
-            _WALLS[key] = wall
+        wall = _wall_fields(tz, start)
+        if len(_WALLS) >= WALL_MEMO_LIMIT:
+            _WALLS.clear()
+        _WALLS[key] = wall
     return wall
+
+
+def _wall_fields(tz: tzinfo, start: int) -> tuple[int, int, int, int, int, int]:
+    t = datetime.fromtimestamp(start, tz)
+    return t.year, t.month, t.day, t.hour, t.minute, t.second
 
 
 def _earliest_at(tz: tzinfo, wall: tuple[int, int, int, int, int, int]) -> int | None:
@@ -399,17 +402,9 @@ def _iter_from(calendar: Calendar, start: datetime) -> Iterator[datetime]:
     cycle through that hour for ever. We end the iteration there instead.
     """
     if isinstance(calendar, (CronCalendar, IntervalCalendar)):
-        # Same steps on integers: no datetime objects until a result is yielded.
-        step = calendar.next_epoch
-        cursor = _epoch_seconds(start)
-        prev: int | None = None
-        while True:
-            found = step(cursor, True)
-            if found is None or (prev is not None and found <= prev):
-                return
+        for found in _epochs_from(calendar, _epoch_seconds(start)):
             yield datetime.fromtimestamp(found, _UTC)
-            prev = found
-            cursor = found + 1
+        return
     last: datetime | None = None
     current = start
     while True:
@@ -421,33 +416,44 @@ def _iter_from(calendar: Calendar, start: datetime) -> Iterator[datetime]:
         current = result + _SECOND
 
 
-def next_fire_after(calendar: Calendar, t: datetime) -> datetime | None:
-    """The first fire strictly after ``t``, as Awa's evaluator finds it (iterating from ``t``
-    and skipping fires at or before it), or ``None`` if the calendar never fires again."""
-    if isinstance(calendar, (CronCalendar, IntervalCalendar)):
-        found = next_epoch_after(calendar, _epoch_seconds(t))
-        return None if found is None else datetime.fromtimestamp(found, _UTC)
-    for fire in _iter_from(calendar, t):
-        if fire > t:
-            return fire
-    return None
-
-
-def next_epoch_after(calendar: CronCalendar | IntervalCalendar, second: int) -> int | None:
-    """:func:`next_fire_after` for any instant within epoch second ``second`` (fires are
-    whole seconds, so the fraction changes nothing), on integers: the engine asks it for
-    every row it loads."""
+def _epochs_from(calendar: CronCalendar | IntervalCalendar, second: int) -> Iterator[int]:
+    """:func:`_iter_from` on integers, for the calendars that step on epoch seconds."""
     step = calendar.next_epoch
     cursor = second
     prev: int | None = None
     while True:
         found = step(cursor, True)
         if found is None or (prev is not None and found <= prev):
-            return None
-        if found > second:
-            return found
+            return
+        yield found
         prev = found
         cursor = found + 1
+
+
+def next_fire_after(calendar: Calendar, t: datetime) -> datetime | None:
+    """The first fire strictly after ``t``, as Awa's evaluator finds it (iterating from ``t``
+    and skipping fires at or before it), or ``None`` if the calendar never fires again."""
+    for fire in _iter_from(calendar, t):
+        if fire > t:
+            return fire
+    return None
+
+
+def next_epoch_from(calendar: Calendar, second: int, *, after: bool) -> int | None:
+    """The first fire at or after epoch second ``second`` (croner's inclusive search), or
+    with ``after`` the first strictly after it as :func:`next_fire_after` finds it for any
+    instant within that second (fires are whole seconds): on integers for the calendars
+    that step on them, since the engine asks this for every row it loads."""
+    if isinstance(calendar, (CronCalendar, IntervalCalendar)):
+        if not after:
+            return calendar.next_epoch(second, True)
+        for found in _epochs_from(calendar, second):
+            if found > second:
+                return found
+        return None
+    start = datetime.fromtimestamp(second, _UTC)
+    fire = next_fire_after(calendar, start) if after else calendar.next_from(start)
+    return None if fire is None else _epoch_seconds(fire)
 
 
 def fires_between(
