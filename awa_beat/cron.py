@@ -487,7 +487,7 @@ class CronExpression:
                 f"the cron expression is empty; {_FIELD_SHAPE}, or an alias like @daily"
             )
         pattern = expr.replace("?", "*")
-        if _NUMERIC.fullmatch(pattern) is None:  # else no alias, case or name to rewrite
+        if _NUMERIC.fullmatch(pattern) is None:
             if "@" in pattern:
                 trimmed = _trim(pattern)
                 lowered = trimmed.lower() if trimmed.isascii() else trimmed
@@ -498,7 +498,11 @@ class CronExpression:
             pattern = _trim(pattern)
             for name, number in _MONTH_NAMES:
                 pattern = pattern.replace(name, number)
-        parts = _split_fields(_trim(pattern))
+            parts = _split_fields(_trim(pattern))
+        else:
+            # No alias, case or name to rewrite, and no whitespace but ASCII spaces, on
+            # which str.split() splits as croner does.
+            parts = pattern.split()
         if len(parts) not in (5, 6):
             if len(parts) == 1 and parts[0].startswith("@"):
                 raise InvalidCronExpression(

@@ -473,12 +473,18 @@ class Engine:
     def _packed(self, due: float | None, kind: _Kind, last_enqueued_at: datetime | None,
                 created_at: datetime, updated_at: datetime,
                 paused_at: datetime | None) -> bytes:
+        micros = self._micros
+        return self._packed_us(due, kind, micros(last_enqueued_at), micros(created_at),
+                               micros(updated_at), micros(paused_at))
+
+    @staticmethod
+    def _packed_us(due: float | None, kind: _Kind, last_us: int, created_us: int,
+                   updated_us: int, paused_us: int) -> bytes:
+        """:meth:`_packed` with the instants in microseconds already (a load has them)."""
         flags = (_NO_FIRE if kind.calendar is None else 0) | (
             _LIMITS if kind.problem is LIMITS_PROBLEM else 0)
-        micros = self._micros
-        return _HEAD.pack(math.nan if due is None else due, micros(last_enqueued_at),
-                          micros(created_at), micros(updated_at), micros(paused_at),
-                          flags) + kind.key
+        return _HEAD.pack(math.nan if due is None else due, last_us, created_us, updated_us,
+                          paused_us, flags) + kind.key
 
     def _micros(self, t: datetime | None) -> int:
         if t is None:
@@ -566,25 +572,31 @@ class Engine:
         readers leave out the rows held as they are), so that a load never holds the
         rows read, or their calendars, beside the packed ones."""
         kinds, entries, push = self._kinds, self._entries, self._queue.push
+        micros, first_due, packed = self._micros, self._first_due_at, self._packed_us
 
         def take(name: str, cron_expr: str, timezone: str, missed_fire_policy: str,
                  last_enqueued_at: datetime | None, created_at: datetime,
                  updated_at: datetime, paused_at: datetime | None) -> None:
             # The cache looked up here first: a load calls this for every row.
-            kind = (kinds.get((cron_expr, timezone, missed_fire_policy))
-                    or self._kind(cron_expr, timezone, missed_fire_policy))
+            kind = kinds.get((cron_expr, timezone, missed_fire_policy))
+            made = kind is None
+            if made:
+                kind = self._new_kind(cron_expr, timezone, missed_fire_policy)
             if kind.calendar is None:  # reported as invalid: the long way
                 self._set(_Entry(name, kind, last_enqueued_at, created_at, updated_at,
                                  paused_at))
                 return
             # What _set then _schedule do, without the row as an object in between: a
-            # load goes through here for every row.
+            # load goes through here for every row. A kind just made has no answer in
+            # the first-due memo yet, and with a calendar per row it never gets one.
+            last_us, created_us = micros(last_enqueued_at), micros(created_at)
             due = (None if paused_at is not None
-                   else self._first_due_of(kind.calendar, last_enqueued_at, created_at))
+                   else first_due(kind.calendar, last_enqueued_at, created_at, last_us,
+                                  created_us, memo=not made))
             if due is not None:
                 push(due, name)
-            entries[name] = self._packed(due, kind, last_enqueued_at, created_at, updated_at,
-                                         paused_at)
+            entries[name] = packed(due, kind, last_us, created_us, micros(updated_at),
+                                   micros(paused_at))
 
         with self._together():
             yield take
@@ -598,6 +610,11 @@ class Engine:
         kind = self._kinds.get((cron_expr, timezone, missed_fire_policy))
         if kind is not None:
             return kind
+        return self._new_kind(cron_expr, timezone, missed_fire_policy, key)
+
+    def _new_kind(self, cron_expr: str, timezone: str, missed_fire_policy: str,
+                  key: bytes | None = None) -> _Kind:
+        """The kind of a triple not cached, made and cached."""
         calendar = None
         problem = None
         try:
@@ -684,23 +701,32 @@ class Engine:
 
     def _first_due_of(self, calendar: Calendar, last_enqueued_at: datetime | None,
                       created_at: datetime) -> float | None:
+        micros = self._micros
+        return self._first_due_at(calendar, last_enqueued_at, created_at,
+                                  micros(last_enqueued_at), micros(created_at))
+
+    def _first_due_at(self, calendar: Calendar, last_enqueued_at: datetime | None,
+                      created_at: datetime, last_us: int, created_us: int, *,
+                      memo: bool = True) -> float | None:
+        """:meth:`_first_due_of`, given the two instants in microseconds too; ``memo``
+        False when no row handled before can share the answer (its calendar is new)."""
         # Awa fires a new row's latest fire in [floor(created_at - 60 s), now], and a
         # fired row's first fire after its cursor: the answer depends on the calendar
         # (one object per kind) and that instant alone. A datetime keeps its hash, and
         # rows read together share theirs; the fold tells apart two instants of one
         # repeated wall time, which compare equal.
         new = last_enqueued_at is None
-        key = ((calendar, (created_at,), created_at.fold) if new
-               else (calendar, last_enqueued_at, last_enqueued_at.fold))
-        memo = self._due_memo
-        if memo is not None and key in memo:
-            return memo[key]
-        second = (self._micros(created_at) // 1_000_000 - 60 if new
-                  else self._micros(last_enqueued_at) // 1_000_000)
+        second = created_us // 1_000_000 - 60 if new else last_us // 1_000_000
+        known = self._due_memo if memo else None
+        if known is not None:
+            key = ((calendar, (created_at,), created_at.fold) if new
+                   else (calendar, last_enqueued_at, last_enqueued_at.fold))  # type: ignore[union-attr]
+            if key in known:
+                return known[key]
         found = next_epoch_from(calendar, second, after=not new)
         due = None if found is None else float(found)
-        if memo is not None:
-            _bounded(memo)[key] = due
+        if known is not None:
+            _bounded(known)[key] = due
         return due
 
     # -- passes ------------------------------------------------------------------------------

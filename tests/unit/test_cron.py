@@ -365,6 +365,19 @@ def test_accepted_quirks(expr: str) -> None:
     CronExpression.parse(expr)
 
 
+@given(st.lists(st.sampled_from(["5", "*/7", "1-4", "1,3", "*"]), min_size=5, max_size=6),
+       st.lists(st.integers(1, 3), min_size=7, max_size=7), st.sampled_from([" ", "\t"]))
+def test_runs_of_whitespace_split_fields_alike(fields: list[str], gaps: list[int],
+                                               space: str) -> None:
+    # Digits and spaces take a shorter way to their fields than text with names or tabs:
+    # both must split on runs of whitespace, leading and trailing ones included.
+    spaced = space * gaps[0] + "".join(
+        f + space * g for f, g in zip(fields, gaps[1:], strict=False))
+    start = datetime(2026, 3, 1, 7, 13, 5)
+    tidy = CronExpression._build(" ".join(fields))
+    assert CronExpression._build(spaced).next_local(start) == tidy.next_local(start)
+
+
 def test_fields_shared_between_expressions_are_read_alike() -> None:
     # Each distinct field is parsed once for every expression that has it: an error comes
     # back on every parse, naming the first bad field, and a field's meaning does not
