@@ -716,13 +716,13 @@ class Engine:
         # rows read together share theirs; the fold tells apart two instants of one
         # repeated wall time, which compare equal.
         new = last_enqueued_at is None
-        second = created_us // 1_000_000 - 60 if new else last_us // 1_000_000
         known = self._due_memo if memo else None
         if known is not None:
             key = ((calendar, (created_at,), created_at.fold) if new
                    else (calendar, last_enqueued_at, last_enqueued_at.fold))  # type: ignore[union-attr]
             if key in known:
                 return known[key]
+        second = created_us // 1_000_000 - 60 if new else last_us // 1_000_000
         found = next_epoch_from(calendar, second, after=not new)
         due = None if found is None else float(found)
         if known is not None:
