@@ -331,7 +331,7 @@ class Engine:
         """While a sweep runs: the name its next slice starts after."""
         self._next_slice = 0.0
         self._reported: dict[str, tuple[datetime, str]] = {}
-        self._due_memo: dict[tuple[Calendar, object], float | None] | None = None
+        self._due_memo: dict[tuple[Calendar, object, int], float | None] | None = None
         """Next due instants by calendar and cursor, while rows are handled together."""
         self._micros_memo: dict[int, tuple[datetime, int]] | None = None
         """Instants in microseconds by the identity of the datetime (kept alive with the
