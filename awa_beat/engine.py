@@ -106,6 +106,10 @@ DUE_MEMO_LIMIT = 65536
 #: triples never share). Rows hold only their key: a table with more triples than this
 #: parses a calendar per row it works on (a load takes longer), and holds no more.
 KIND_CACHE = 16384
+#: A refresh due when a fire is due within this many times the last refresh's duration
+#: waits until just after that fire (once in a row): each refresh reads the whole table's
+#: fingerprint, which on a large table takes long enough to make the fire late.
+REFRESH_PUT_OFF = 2.0
 #: Fires a coalesce left out are counted up to this many (then recorded as "at least").
 COALESCED_COUNT_LIMIT = 10000
 
@@ -326,6 +330,10 @@ class Engine:
         self._state: TableState | None = None
         self._since = datetime.min.replace(tzinfo=UTC)
         self._next_refresh = 0.0
+        self._refresh_seconds = 0.0
+        """How long the last refresh's query took, by the engine's clock."""
+        self._put_off = False
+        """Whether the refresh due was put off for a fire (it is not put off twice in a row)."""
         self._next_sweep = 0.0
         self._sweep_after: str | None = None
         """While a sweep runs: the name its next slice starts after."""
@@ -394,11 +402,13 @@ class Engine:
         if self._state is None:
             self.load()
             return
+        started = self._now_epoch()
         with self._taking() as take:
             state, _ = self.store.changes(self._since, self._state.xmin, self._holds, take)
         if (state.total, state.fingerprint) != (len(self._entries), self._state.fingerprint):
             self._reconcile()  # rows were inserted or deleted
         self._adopt_state(state)
+        self._refresh_seconds = self._now_epoch() - started
         self.sweep()
 
     def _reconcile(self) -> None:
@@ -749,10 +759,20 @@ class Engine:
             self.load()
         fired = self.fire_due()
         refreshed = False
-        if self._now_epoch() >= self._next_refresh:
-            self.refresh()
-            self._next_refresh = self._now_epoch() + self.refresh_interval
-            refreshed = True
+        now = self._now_epoch()
+        if now >= self._next_refresh:
+            due = self.next_due()
+            if (not self._put_off and due is not None
+                    and due < now + REFRESH_PUT_OFF * self._refresh_seconds):
+                # After the fire, not across it; only once in a row, or a refresh that
+                # takes longer than the gap between fires would never run.
+                self._next_refresh = due
+                self._put_off = True
+            else:
+                self.refresh()
+                self._next_refresh = self._now_epoch() + self.refresh_interval
+                self._put_off = False
+                refreshed = True
         else:
             self.sweep()  # when one is due or under way
         return PassReport(fired, refreshed, self.wait())

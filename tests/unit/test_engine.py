@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
@@ -174,3 +175,51 @@ def test_an_insert_and_a_delete_are_reconciled_from_the_names_alone(
     engine.run_pass()
     assert {row.name for row in engine.rows()} == {"a", "c"}
     assert store.calls.count("cron_states") == 1 and "cron_names" in store.calls
+
+
+class _SlowChanges(MemoryStore):
+    """A table large enough that the refresh's read takes ``seconds`` of the clock."""
+
+    def __init__(self, clock: FakeClock, seconds: float) -> None:
+        super().__init__(clock)
+        self.clock, self.seconds = clock, seconds
+
+    def changes(self, *args: Any, **kwargs: Any) -> Any:
+        self.clock.advance(seconds=self.seconds)
+        return super().changes(*args, **kwargs)
+
+
+def test_a_refresh_due_just_before_a_fire_waits_until_after_it(clock: FakeClock) -> None:
+    store = _SlowChanges(clock, 0.4)
+    store.add("s", "* * * * *", last_enqueued_at=T0)
+    clock.advance(seconds=30)
+    engine = Engine(store, clock=clock, refresh_interval=9.7)
+    engine.load()
+    for _ in range(2):  # 12:00:39.7-40.1, then 12:00:49.8-50.2
+        clock.now = datetime.fromtimestamp(engine._next_refresh, UTC)
+        engine.run_pass()
+    assert store.calls.count("changes") == 2
+    clock.now = datetime.fromtimestamp(engine._next_refresh, UTC)  # 12:00:59.9
+    engine.run_pass()
+    # A refresh now would end at 12:01:00.3 and make the fire due at 12:01 late: it runs
+    # right after the fire instead.
+    assert store.calls.count("changes") == 2
+    assert engine.wait() == pytest.approx(0.1)
+    clock.advance(seconds=0.1)
+    calls = len(store.calls)
+    engine.run_pass()
+    assert store.calls[calls:calls + 2] == ["fire", "changes"]
+    assert store.fired("s") == ["2026-03-02 12:01:00+00"]
+
+
+def test_a_refresh_longer_than_the_gap_between_fires_still_runs(clock: FakeClock) -> None:
+    store = _SlowChanges(clock, 0.6)
+    store.add("e", "* * * * * *", last_enqueued_at=T0)  # every second
+    engine = Engine(store, clock=clock, refresh_interval=0.5)
+    engine.load()
+    for _ in range(8):
+        clock.now = datetime.fromtimestamp(engine.next_due(), UTC)
+        engine.run_pass()
+    # Put off once, then run, and so on: never put off for good.
+    assert store.calls.count("changes") >= 3
+    assert len(store.fired("e")) >= 8
