@@ -1,17 +1,97 @@
-"""awa-beat: a PostgreSQL-backed, highly available Celery beat scheduler compatible with Awa."""
+"""awa-beat: a PostgreSQL-backed, highly available Celery beat scheduler compatible with Awa.
+
+The names in ``__all__`` are the public Python API. They are imported on first use, so that
+``import awa_beat`` loads neither Celery nor psycopg (``celery beat -S awa_beat.Scheduler``
+and the CLI pay only for what they use); type checkers see the real classes through the
+imports under ``TYPE_CHECKING``.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
+if TYPE_CHECKING:
+    from .api import Schedules
+    from .calendars import at
+    from .celery_scheduler import Scheduler
+    from .errors import (
+        AwaBeatError,
+        BrokerError,
+        ConfigError,
+        DatabaseUnavailable,
+        EndpointError,
+        InvalidCronExpression,
+        InvalidTimezone,
+        NoDatabase,
+        NotFound,
+        ScheduleConflict,
+        ScheduleError,
+        ScheduleExists,
+        ScheduleOwned,
+        SchemaError,
+        SessionLockUnsupported,
+        SourceError,
+        StoreError,
+        ValidationError,
+    )
+    from .operations import ScheduleView
+    from .spec import ScheduleSpec
+
+# Each public name and the module that defines it.
+_ORIGINS = {
+    "Scheduler": "celery_scheduler",
+    "Schedules": "api",
+    "ScheduleSpec": "spec",
+    "ScheduleView": "operations",
+    "at": "calendars",
+    **dict.fromkeys(
+        ["AwaBeatError", "BrokerError", "ConfigError", "DatabaseUnavailable", "EndpointError",
+         "InvalidCronExpression", "InvalidTimezone", "NoDatabase", "NotFound",
+         "ScheduleConflict", "ScheduleError", "ScheduleExists", "ScheduleOwned", "SchemaError",
+         "SessionLockUnsupported", "SourceError", "StoreError", "ValidationError"],
+        "errors"),
+}
+
+__all__ = [
+    "AwaBeatError",
+    "BrokerError",
+    "ConfigError",
+    "DatabaseUnavailable",
+    "EndpointError",
+    "InvalidCronExpression",
+    "InvalidTimezone",
+    "NoDatabase",
+    "NotFound",
+    "ScheduleConflict",
+    "ScheduleError",
+    "ScheduleExists",
+    "ScheduleOwned",
+    "ScheduleSpec",
+    "ScheduleView",
+    "Scheduler",
+    "Schedules",
+    "SchemaError",
+    "SessionLockUnsupported",
+    "SourceError",
+    "StoreError",
+    "ValidationError",
+    "__version__",
+    "at",
+]
 
 
-def __getattr__(name: str) -> object:
-    # `celery beat -S awa_beat.Scheduler` without importing Celery for the pure parts.
-    if name == "Scheduler":
-        from .celery_scheduler import Scheduler
+if not TYPE_CHECKING:  # a type checker sees the names above, and a typo as an error
 
-        return Scheduler
-    if name == "Schedules":
-        from .api import Schedules
+    def __getattr__(name: str) -> object:
+        module = _ORIGINS.get(name)
+        if module is None:
+            raise AttributeError(f"module 'awa_beat' has no attribute {name!r}")
+        value = getattr(import_module(f".{module}", __name__), name)
+        globals()[name] = value  # the next access skips this function
+        return value
 
-        return Schedules
-    raise AttributeError(f"module 'awa_beat' has no attribute {name!r}")
+    def __dir__() -> list[str]:
+        return sorted(set(globals()) | set(__all__))
