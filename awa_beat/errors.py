@@ -42,8 +42,8 @@ class ConfigError(AwaBeatError):
 
 
 class NoDatabase(ConfigError):
-    """No database is configured and no embedded one was started here: a usage error of
-    the operator commands (exit code 2), not a failure."""
+    """No database is configured and no embedded one was started here; the operator
+    commands end in one line and exit code 1, as every other mistake does."""
 
 
 class StoreError(AwaBeatError):
@@ -87,7 +87,8 @@ class SessionLockUnsupported(StoreError):
 
 
 class EndpointError(ConfigError):
-    """The metrics and probes endpoint cannot listen where it was told to."""
+    """An HTTP endpoint (beat's metrics and probes, the dashboard) cannot listen where it
+    was told to: a busy port, an address this host does not have."""
 
 
 class BrokerError(AwaBeatError):

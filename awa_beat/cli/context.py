@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import click
 
 from ..config import DATABASE_URL_ENV
-from ..errors import AwaBeatError, NoDatabase
+from ..errors import AwaBeatError
 from ..operations import Operations, find_database_url, settings_for
 from ..store import Store
 
@@ -25,8 +25,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def friendly_errors(func: F) -> F:
-    """Print awa-beat errors as ``error: ...`` and exit 1 (2 when no database is
-    configured at all) instead of a traceback."""
+    """Print awa-beat errors as ``error: ...`` and exit 1 instead of a traceback. The
+    README promises 1 for every mistake, "no database" included; 2 stays click's own, for
+    a command line it cannot parse."""
 
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -34,7 +35,7 @@ def friendly_errors(func: F) -> F:
             return func(*args, **kwargs)
         except AwaBeatError as exc:
             click.echo(f"error: {exc}", err=True)
-            sys.exit(2 if isinstance(exc, NoDatabase) else 1)
+            sys.exit(1)
 
     return wrapper  # type: ignore[return-value]
 

@@ -10,7 +10,7 @@ import socketserver
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from ..errors import ConfigError
+from ..errors import ConfigError, EndpointError
 from .app import Dashboard
 from .auth import WebConfig
 
@@ -59,5 +59,9 @@ def make(app: Dashboard, bind: str = "127.0.0.1", port: int = 8080) -> Threading
     """A server for ``app`` on ``bind:port`` (port 0: any free one), not yet serving."""
     check_bind(bind, app.config)
     server_class = IPv6ThreadingServer if ":" in bind else ThreadingServer
-    return make_server(bind, port, app, server_class=server_class,  # type: ignore[return-value]
-                       handler_class=QuietHandler)
+    try:
+        return make_server(bind, port, app,  # type: ignore[return-value]
+                           server_class=server_class, handler_class=QuietHandler)
+    except OSError as exc:  # a busy port, an address this host does not have
+        raise EndpointError(f"the dashboard cannot listen on {bind}:{port}: "
+                            f"{exc.strerror or exc}") from None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -133,3 +134,29 @@ def test_celery_awa_finds_the_embedded_database_a_beat_started(tmp_path: Path,
                             env=app_env(tmp_path), timeout=120)
     assert result.returncode == 0, result.stderr
     assert [r["name"] for r in json.loads(result.stdout)] == ["quickstart"]
+
+
+def test_no_database_is_one_line_and_exit_code_1(tmp_path: Path) -> None:
+    # The README: mistakes end in a one-line `error: ...` and exit code 1.
+    env = {**app_env(tmp_path), "AWA_BEAT_EMBEDDED_DIR": str(tmp_path / "none" / "pgdata")}
+    result = subprocess.run([sys.executable, "-m", "awa_beat", "list"], capture_output=True,
+                            text=True, cwd=tmp_path, env=env, timeout=60)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith("error: no database: ")
+    assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr
+    assert not (tmp_path / "none").exists()  # nothing made
+
+
+def test_web_on_a_busy_port_is_one_line(databases, tmp_path: Path) -> None:
+    pytest.importorskip("jinja2")
+    url = databases.fresh("standalone")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run([sys.executable, "-m", "awa_beat", "web", "--port", str(port),
+                                 "--database-url", url], capture_output=True, text=True,
+                                cwd=tmp_path, env=app_env(tmp_path), timeout=60)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == (f"error: the dashboard cannot listen on 127.0.0.1:{port}: "
+                             "Address already in use\n")
