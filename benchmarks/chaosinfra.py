@@ -252,9 +252,11 @@ class Namespaces(Loopback):
 
 class BrokerProxy:
     """A TCP proxy to the broker on each of ``hosts`` (one port), run by an asyncio loop
-    on a thread of its own; the fault methods return once the fault is in place."""
+    on a thread of its own; the fault methods return once the fault is in place.
+    ``upstream`` is a (host, port) pair, or the path of a Unix socket (a PostgreSQL
+    server that listens on no TCP port, as the embedded one)."""
 
-    def __init__(self, hosts: Sequence[str], upstream: tuple[str, int]) -> None:
+    def __init__(self, hosts: Sequence[str], upstream: tuple[str, int] | str) -> None:
         self.hosts = list(hosts)
         self.upstream = upstream
         self.port = free_port(self.hosts[0])
@@ -288,7 +290,10 @@ class BrokerProxy:
         self._transports.add(writer.transport)
         try:
             await self._flowing.wait()  # a hung broker does not even answer the handshake
-            up_reader, up_writer = await asyncio.open_connection(*self.upstream)
+            if isinstance(self.upstream, str):
+                up_reader, up_writer = await asyncio.open_unix_connection(self.upstream)
+            else:
+                up_reader, up_writer = await asyncio.open_connection(*self.upstream)
         except OSError:
             writer.transport.abort()
             self._transports.discard(writer.transport)

@@ -44,15 +44,16 @@ def get(url: str) -> tuple[int, str]:
 
 
 class Beat:
-    def __init__(self, proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
-        self.proc, self.port, self.log = proc, port, log
+    def __init__(self, proc: subprocess.Popen[bytes], port: int, log: Path,
+                 secret: str) -> None:
+        self.proc, self.port, self.log, self.secret = proc, port, log, secret
         self.url = f"http://127.0.0.1:{port}"
 
     def scrape(self) -> dict[str, float]:
         """Samples by name with their labels rendered, e.g. ``awa_beat_leader{...}``."""
         status, text = get(self.url + "/metrics")
         assert status == 200, text
-        assert PASSWORD not in text
+        assert self.secret not in text
         out = {}
         for family in text_string_to_metric_families(text):
             for s in family.samples:
@@ -65,7 +66,7 @@ class Beat:
             raise AssertionError(f"beat exited with {self.proc.returncode}:\n"
                                  f"{self.output()[-3000:]}")
         status, text = get(self.url + path)
-        assert PASSWORD not in text
+        assert self.secret not in text
         return status
 
     def leading(self) -> bool:
@@ -76,9 +77,17 @@ class Beat:
         return self.log.read_text(errors="replace")
 
 
+def upstream(url: str) -> tuple[str, int] | str:
+    """Where the server of ``url`` listens: a host and port, or a Unix socket's path."""
+    params = conninfo_to_dict(url)
+    host, port = str(params.get("host") or "/tmp"), int(params.get("port") or 5432)
+    return f"{host}/.s.PGSQL.{port}" if host.startswith("/") else (host, port)
+
+
 @pytest.fixture
-def proxy() -> Iterator[BrokerProxy]:
-    p = BrokerProxy(["127.0.0.1"], ("127.0.0.1", 5432))
+def proxy(databases) -> Iterator[BrokerProxy]:
+    # The server every other test uses (AWA_BEAT_TEST_DATABASE_URL, ...), not a fixed one.
+    p = BrokerProxy(["127.0.0.1"], upstream(databases.server_url))
     p.start()
     yield p
     p.close()
@@ -87,8 +96,11 @@ def proxy() -> Iterator[BrokerProxy]:
 @pytest.fixture
 def beats(databases, proxy: BrokerProxy, tmp_path: Path) -> Iterator[list[Beat]]:
     params = conninfo_to_dict(databases.fresh("standalone"))
+    # A server that asks for a password gets its own; one that trusts gets ours, which
+    # must then appear in no page and no log line either.
+    secret = params.get("password") or PASSWORD
     url = make_conninfo(**{**params, "host": "127.0.0.1", "port": str(proxy.port),
-                           "password": PASSWORD})
+                           "password": secret})
     started: list[Beat] = []
 
     def start(n: int, extra: dict[str, str]) -> Beat:
@@ -105,7 +117,7 @@ def beats(databases, proxy: BrokerProxy, tmp_path: Path) -> Iterator[list[Beat]]
                  "beat", "-S", "tests.acceptance.observeapp.StuckScheduler", "-l", "info",
                  "--pidfile=", "-s", str(tmp_path / f"unused-{n}")],
                 cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-        beat = Beat(proc, port, log)
+        beat = Beat(proc, port, log, secret)
         started.append(beat)
         return beat
 
@@ -188,4 +200,4 @@ def _check(beats: list[Beat], proxy: BrokerProxy, tmp_path: Path) -> None:
     # Other libraries' lines through the same handlers (psycopg's pool in the outage).
     assert any(not r["logger"].startswith("awa_beat") for r in lines)
     for beat in beats:
-        assert PASSWORD not in beat.output()
+        assert beat.secret not in beat.output()
