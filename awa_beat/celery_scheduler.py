@@ -144,11 +144,10 @@ class Scheduler(beat.Scheduler):
         sources (``overdue``, ``outcomes``). Here both come from the workers' reports
         (docs/outcomes.md), read on a thread at most every ``REPORT_TTL`` seconds while
         the endpoint is scraped; a subclass may return others."""
-        from .metrics import REPORT_TTL, cached, run_report_sources
-        from .operations import Operations
+        from .metrics import REPORT_TTL, cached, node_run_report, run_report_sources
 
         assert self.node is not None
-        return run_report_sources(cached(Operations(self.node.store).run_report, REPORT_TTL,
+        return run_report_sources(cached(node_run_report(self.node), REPORT_TTL,
                                          "run-report"), self.node)
 
     def _outbox(self, store: Any) -> Any:

@@ -44,8 +44,11 @@ from prometheus_client.registry import Collector
 
 from . import __version__
 from .engine import SKIP_REASONS, Census
-from .errors import StoreError
+from .errors import StoreError, first_line
+from .logs import event
 from .node import LAG_BUCKETS
+from .operations import Operations, Overdue
+from .store import Store
 
 if TYPE_CHECKING:
     from .node import BeatNode
@@ -79,8 +82,10 @@ class Refresher(Generic[T]):
     fast uses for figures that need a query.
 
     :meth:`get` returns the last value read (None until the first read, for which only
-    the first call waits, up to ``first_wait`` seconds). A ``fetch`` that raises
-    :class:`~awa_beat.errors.StoreError` keeps the last value.
+    the first call waits, up to ``first_wait`` seconds). A ``fetch`` that raises keeps
+    the last value and is tried again on the next call past the ``ttl``: whatever it
+    raises, the thread lives on (and one that died anyway is started again), and a
+    failure is logged in one line, not a traceback.
     """
 
     def __init__(self, fetch: Callable[[], T], ttl: float, *, name: str = "awa-beat-metrics",
@@ -98,6 +103,8 @@ class Refresher(Generic[T]):
         self._stopped = False
         self._thread: threading.Thread | None = None
         self._start = threading.Lock()
+        self._failing: str | None = None
+        """The failure of the last read (None: it succeeded), logged once per run."""
 
     def get(self) -> T | None:
         first = self._thread is None
@@ -110,7 +117,8 @@ class Refresher(Generic[T]):
 
     def _ensure_thread(self) -> None:
         with self._start:
-            if self._thread is None and not self._stopped:
+            alive = self._thread is not None and self._thread.is_alive()
+            if not alive and not self._stopped:
                 self._thread = threading.Thread(target=self._run, name=self.name,
                                                 daemon=True)
                 self._thread.start()
@@ -123,11 +131,23 @@ class Refresher(Generic[T]):
                 return
             try:
                 self.value = self.fetch()
-            except StoreError as exc:
-                logger.debug("metrics: cannot read %s: %s", self.name, exc)
-            finally:
+                self._failing = None
                 self.read_at = self.clock()
+            except Exception as exc:  # whatever it is: the next scrape tries again
+                # read_at stays: the next get() asks again at once, not a ttl later.
+                self._failed(exc)
+            finally:
                 self._read.set()
+
+    def _failed(self, exc: Exception) -> None:
+        """One line per run of failures; the database being away is reported by the
+        beat itself (and by awa_beat_database_up), so that one is only a debug line."""
+        text = f"{type(exc).__name__}: {first_line(exc)}"
+        quiet = isinstance(exc, StoreError) or text == self._failing
+        self._failing = text
+        event(logger, logging.DEBUG if quiet else logging.WARNING, "metrics.read_failed",
+              "metrics: cannot read %s (the next scrape tries again): %s", self.name, text,
+              error=text)
 
     def close(self) -> None:
         self._stopped = True
@@ -399,6 +419,20 @@ def run_report_sources(report: Callable[[], tuple[Sequence[Any], Mapping[str, st
                 if (o := reported.get(n) or own.get(n)) is not None}
 
     return {"overdue": overdue, "outcomes": outcomes}
+
+
+def node_run_report(node: BeatNode) -> Callable[[], tuple[list[Overdue], dict[str, str]]]:
+    """:meth:`~awa_beat.operations.Operations.run_report` on ``node``'s store as it is at
+    each call: the endpoint starts before the node opens its store (probes answer while
+    it starts) and lives on while the node reconnects or closes."""
+
+    def report() -> tuple[list[Overdue], dict[str, str]]:
+        store = node.store
+        if not isinstance(store, Store):
+            raise StoreError("the beat is not connected to its database")
+        return Operations(store).run_report()
+
+    return report
 
 
 def cached(fetch: Callable[[], T], ttl: float, name: str) -> Callable[[], T | None]:

@@ -15,10 +15,10 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from awa_beat.config import Settings
-from awa_beat.errors import ConfigError, EndpointError, ValidationError
+from awa_beat.errors import ConfigError, EndpointError, StoreError, ValidationError
 from awa_beat.http import CONTACT_WINDOW, Endpoint, liveness, readiness
 from awa_beat.logs import JsonFormatter, event
-from awa_beat.metrics import BeatCollector, Refresher, registry_for
+from awa_beat.metrics import BeatCollector, Refresher, node_run_report, registry_for
 from awa_beat.node import BeatNode
 from awa_beat.records import OutboxStats
 from awa_beat.testing import FakeClock, wait_for
@@ -255,6 +255,39 @@ def test_the_database_figures_are_read_at_most_once_per_ttl(clock: FakeClock) ->
     wait_for(lambda: refresher.get() == 2, 5, "the second read")
     assert len(reads) == 2
     refresher.close()
+
+
+def test_a_read_that_fails_logs_one_line_and_the_next_call_reads_again(
+        clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
+    failures = [AttributeError("'NoneType' object has no attribute 'x'")] * 2
+
+    def fetch() -> str:
+        if failures:
+            raise failures.pop()
+        return "read"
+
+    refresher = Refresher(fetch, 60, name="report", clock=clock.monotonic)
+    with caplog.at_level(logging.DEBUG, "awa_beat.metrics"):
+        assert refresher.get() is None  # failed: nothing read yet
+        # No ttl to wait after a failure: the next call asks again, on the same thread.
+        thread = refresher._thread
+        wait_for(lambda: refresher.get() == "read", 5, "a read after the failures")
+    assert refresher._thread is thread and thread is not None and thread.is_alive()
+    failed = [r for r in caplog.records if r.getMessage().startswith("metrics: cannot read")]
+    assert [r.levelno for r in failed] == [logging.WARNING, logging.DEBUG]  # once per run
+    assert failed[0].getMessage() == (
+        "metrics: cannot read report (the next scrape tries again): "
+        "AttributeError: 'NoneType' object has no attribute 'x'")
+    assert all(r.exc_info is None for r in caplog.records)
+    refresher.close()
+
+
+def test_the_run_report_of_a_node_not_yet_open_is_a_store_error(clock: FakeClock) -> None:
+    cluster = Cluster(clock)
+    node = cluster.node("a", ENTRIES)
+    report = node_run_report(node)  # built before the node opens, as the endpoint is
+    with pytest.raises(StoreError, match="not connected"):
+        report()
 
 
 # -- probes ------------------------------------------------------------------------------
