@@ -455,6 +455,14 @@ class CronExpression:
     )
 
     source: str
+    _seconds: tuple[int, ...]
+    _minutes: tuple[int, ...]
+    _hours: tuple[int, ...]
+    _seconds_mask: int
+    _minutes_mask: int
+    _hours_mask: int
+    _days_rule: _DayRule
+    _never: bool
 
     def __init__(self) -> None:
         raise TypeError("use CronExpression.parse(expr)")

@@ -273,7 +273,7 @@ class EngineStats:
 #: Why a due fire time was not fired here: another evaluator fired it first (or the row
 #: was paused, edited or removed meanwhile), the row is invalid, the database refused it
 #: (retried a second later), or its last run had not finished (``overlap: skip``).
-SKIP_REASONS = ("concurrent", "invalid", "failed", "overlap")
+SKIP_REASONS: tuple[str, ...] = ("concurrent", "invalid", "failed", "overlap")
 #: The outcome of a schedule's last fire, as beat saw it.
 OUTCOMES = ("fired", *SKIP_REASONS)
 
@@ -515,7 +515,7 @@ class Engine:
             return _instant(us)
         t = memo.get(us)
         if t is None:
-            t = _bounded(memo)[us] = _instant(us)  # type: ignore[assignment]
+            t = _bounded(memo)[us] = _instant(us)
         return t
 
     def _put(self, entry: _Entry) -> None:
@@ -533,8 +533,10 @@ class Engine:
         else:
             kind = self._keyed.get(key) or self._kind(*self._triple(key), key)
         instant = self._instant
-        entry = _Entry(name, kind, instant(last), instant(created),  # type: ignore[arg-type]
-                       instant(updated), instant(paused))
+        created_at, updated_at = instant(created), instant(updated)
+        if created_at is None or updated_at is None:  # every row packed has both
+            raise AssertionError(f"schedule {name!r} was packed without its timestamps")
+        entry = _Entry(name, kind, instant(last), created_at, updated_at, instant(paused))
         entry.due = None if due != due else due  # NaN: none
         return entry
 
@@ -590,7 +592,7 @@ class Engine:
             # The cache looked up here first: a load calls this for every row.
             kind = kinds.get((cron_expr, timezone, missed_fire_policy))
             made = kind is None
-            if made:
+            if kind is None:
                 kind = self._new_kind(cron_expr, timezone, missed_fire_policy)
             if kind.calendar is None:  # reported as invalid: the long way
                 self._set(_Entry(name, kind, last_enqueued_at, created_at, updated_at,

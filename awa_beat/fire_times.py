@@ -142,6 +142,7 @@ _FIXED_OFFSETS_LIMIT = 1024
 
 
 def _find_fixed_offset(tz: tzinfo) -> int | None:
+    offset: timedelta | None
     if isinstance(tz, timezone):
         offset = tz.utcoffset(None)
     else:

@@ -34,7 +34,7 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Literal, cast
 
 from .cron import epoch_seconds as _epoch
 from .cron import from_epoch as _from_epoch
@@ -337,6 +337,7 @@ def at_marker(instant: datetime) -> str:
 # -- rrule -----------------------------------------------------------------------------------
 
 _FREQS = ("YEARLY", "MONTHLY", "WEEKLY", "DAILY", "HOURLY", "MINUTELY", "SECONDLY")
+_Freq = Literal[0, 1, 2, 3, 4, 5, 6]  # dateutil's frequencies: indexes into _FREQS
 _DAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
 # RFC 5545 part -> dateutil keyword, for the integer lists.
 _BY = {"BYSETPOS": "bysetpos", "BYMONTH": "bymonth", "BYMONTHDAY": "bymonthday",
@@ -365,8 +366,10 @@ def rrule_marker(rule: Any) -> tuple[str, str | None]:
         raise ScheduleError("rrule schedules need python-dateutil") from None
     if not isinstance(inner, dateutil_rrule):
         raise ScheduleError(f"not an rrule: {rule!r}")
+    # dateutil keeps a rule's parts only in private attributes, which its stubs leave out.
+    parsed: Any = inner
     original = getattr(inner, "_original_rule", {})
-    dtstart = inner._dtstart
+    dtstart = parsed._dtstart
     if dtstart.tzinfo is None:
         dtstart = dtstart.replace(tzinfo=UTC)  # Celery's rule: naive means UTC
     zone = getattr(dtstart.tzinfo, "key", None)
@@ -379,15 +382,15 @@ def rrule_marker(rule: Any) -> tuple[str, str | None]:
         sign = "+" if minutes >= 0 else "-"
         start_text = (dtstart.strftime(_LOCAL)
                       + f"{sign}{abs(minutes) // 60:02d}{abs(minutes) % 60:02d}")
-    parts = [f"DTSTART={start_text}", f"FREQ={_FREQS[inner._freq]}"]
-    if inner._interval != 1:
-        parts.append(f"INTERVAL={inner._interval}")
-    if inner._wkst != 0:
-        parts.append(f"WKST={_DAYS[inner._wkst]}")
-    if inner._count is not None:
-        parts.append(f"COUNT={inner._count}")
-    if inner._until is not None:
-        until = inner._until
+    parts = [f"DTSTART={start_text}", f"FREQ={_FREQS[parsed._freq]}"]
+    if parsed._interval != 1:
+        parts.append(f"INTERVAL={parsed._interval}")
+    if parsed._wkst != 0:
+        parts.append(f"WKST={_DAYS[parsed._wkst]}")
+    if parsed._count is not None:
+        parts.append(f"COUNT={parsed._count}")
+    if parsed._until is not None:
+        until = parsed._until
         if until.tzinfo is None:
             until = until.replace(tzinfo=dtstart.tzinfo)
         parts.append(f"UNTIL={until.astimezone(UTC).strftime(_LOCAL)}Z")
@@ -433,7 +436,7 @@ def _rrule_calendar(text: str, zone: str) -> RRuleCalendar:
     from .cron import load_timezone
 
     kwargs: dict[str, Any] = {}
-    freq = None
+    freq: _Freq | None = None
     dtstart = None
     for part in text.split(";"):
         key, sep, value = part.partition("=")
@@ -447,7 +450,7 @@ def _rrule_calendar(text: str, zone: str) -> RRuleCalendar:
                 else:
                     dtstart = datetime.strptime(value, _LOCAL + "%z")
             elif key == "FREQ":
-                freq = _FREQS.index(value)
+                freq = cast(_Freq, _FREQS.index(value))
             elif key == "INTERVAL":
                 kwargs["interval"] = int(value)
             elif key == "WKST":

@@ -122,7 +122,7 @@ RESERVED_METADATA = {"cron_name", "cron_fire_time", "triggered_manually", "celer
 _ENTRY_KEYS = {"task", "schedule", "args", "kwargs", "options", "relative"}
 
 
-class _Empty(dict):  # type: ignore[type-arg]
+class _Empty(dict[str, Any]):
     """An empty dict that refuses changes: the one every spec without kwargs, options,
     metadata or outcomes shares (a large beat_schedule would otherwise hold four empty
     dicts per entry). A dict, so that it pickles, copies and serialises as one."""
@@ -132,8 +132,8 @@ class _Empty(dict):  # type: ignore[type-arg]
     def _refuse(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError("a ScheduleSpec's mappings are read-only")
 
-    __setitem__ = __delitem__ = __ior__ = _refuse  # type: ignore[assignment]
-    setdefault = update = pop = popitem = clear = _refuse  # type: ignore[assignment]
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    setdefault = update = pop = popitem = clear = _refuse
 
 
 _EMPTY: Mapping[str, Any] = _Empty()
@@ -441,7 +441,7 @@ def _convert(name: Any, entry: Any, default_tz: str, default_dispatch: str,
 
     outcomes = _outcome_options(label, awa, options, problems)
 
-    if len(problems.items) > before or cron_expr is None:
+    if len(problems.items) > before or cron_expr is None or not isinstance(task, str):
         return None
     return ScheduleSpec(
         name=name, kind=task, cron_expr=cron_expr, timezone=tz, args=args,
@@ -483,8 +483,10 @@ def _outcome_options(label: str, awa: Mapping[str, Any], options: Mapping[str, A
             out["at_most_once"] = True
     if "max_runtime" not in out and ("overlap" in out or "deadline" in out):
         expires = options.get("expires")
-        numeric = isinstance(expires, (int, float)) and not isinstance(expires, bool)
-        out["max_runtime"] = float(expires) if numeric and expires > 0 else DEFAULT_MAX_RUNTIME
+        if isinstance(expires, (int, float)) and not isinstance(expires, bool) and expires > 0:
+            out["max_runtime"] = float(expires)
+        else:
+            out["max_runtime"] = DEFAULT_MAX_RUNTIME
     return out
 
 
