@@ -27,6 +27,7 @@ import re
 import weakref
 import zoneinfo
 from bisect import bisect_left, bisect_right
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from functools import lru_cache
 from pathlib import Path
@@ -35,7 +36,7 @@ import tzdata
 
 from awa_beat.errors import InvalidCronExpression, InvalidTimezone
 
-__all__ = ["CronExpression", "load_timezone"]
+__all__ = ["CronExpression", "CronFields", "load_timezone"]
 
 # croner's flag bits, kept bit-for-bit so that feature checks reject the same inputs.
 _ALL = 1
@@ -435,6 +436,33 @@ def _days_key(dom_text: str, month_text: str, dow_text: str) -> tuple:
     )
 
 
+@dataclass(frozen=True)
+class CronFields:
+    """What each field of an expression matches, for a conversion to another scheduler's
+    form (``awa-beat export``). Weekdays are 0 (Sunday) to 6."""
+
+    seconds: tuple[int, ...]
+    minutes: tuple[int, ...]
+    hours: tuple[int, ...]
+    months: tuple[int, ...]
+    days: tuple[int, ...]
+    """Days of the month listed (1-31), without ``L`` and ``nW``."""
+    weekdays: tuple[int, ...]
+    """Weekdays listed plainly (not as ``d#n`` or ``dL``)."""
+    nth_weekdays: frozenset[tuple[int, int]]
+    """``(weekday, n)`` of each ``d#n``."""
+    any_day: bool
+    """The day-of-month field is exactly ``*``: it defers to the day-of-week field."""
+    any_weekday: bool
+    """The day-of-week field is exactly ``*``."""
+    last_day: bool
+    """``L`` in the day-of-month field."""
+    nearest_weekdays: tuple[int, ...]
+    """The ``n`` of each ``nW``."""
+    last_weekdays: tuple[int, ...]
+    """The ``d`` of each ``dL``."""
+
+
 class CronExpression:
     """A parsed Awa cron expression (croner 2.2.0 with optional seconds).
 
@@ -613,6 +641,22 @@ class CronExpression:
             and (self._minutes_mask >> naive.minute) & 1 == 1
             and (self._hours_mask >> naive.hour) & 1 == 1
             and naive.day in self._days_rule.days(naive.year, naive.month)
+        )
+
+    def fields(self) -> CronFields:
+        """What each field matches (days of the month and weekdays ORed when both are
+        restricted, as :class:`CronFields` says)."""
+        rule = self._days_rule
+        return CronFields(
+            seconds=self._seconds, minutes=self._minutes, hours=self._hours,
+            months=tuple(m for m in range(1, 13) if (rule.months_mask >> m) & 1),
+            days=tuple(d for d in range(1, 32) if rule.dom_all[d]),
+            weekdays=tuple(w for w in range(7) if rule.dow_all[w]),
+            nth_weekdays=frozenset((w, n) for w in range(7) for n in range(1, 6)
+                                   if rule.dow_nth[w][n]),
+            any_day=rule.star_dom, any_weekday=rule.star_dow, last_day=rule.dom_last,
+            nearest_weekdays=tuple(d for d in range(1, 32) if rule.dom_closest[d]),
+            last_weekdays=tuple(w for w in range(7) if rule.dow_last[w]),
         )
 
     @property

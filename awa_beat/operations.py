@@ -662,6 +662,10 @@ class Operations:
         """The stored schedules as a Celery ``beat_schedule``."""
         return {row.name: beat_entry(row) for row in self.store.schedules(pattern)}
 
+    def export_rows(self, pattern: str | None = None) -> list[ScheduleRow]:
+        """The stored schedules, by name, for an export (:mod:`awa_beat.exporting`)."""
+        return self.store.schedules(pattern)
+
     def orphans(self) -> list[str] | None:
         """Rows the deployment registered that its beat_schedule no longer has; None when
         the configuration is unknown."""

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
-import pprint
+from datetime import datetime
 
 import click
 
+from ..cron import load_timezone
+from ..exporting import python_module
 from .context import database_url_option, friendly_errors, json_option, operations
 from .format import fire_label, fmt, iso, job_json, schedule_json, table, task_id
 
@@ -140,14 +142,29 @@ def show(database_url: str | None, name: str, count: int, as_json: bool) -> None
 @database_url_option
 @click.option("--format", "fmt_", type=click.Choice(["python", "json"]), default="python",
               show_default=True)
+@click.option("--timezone", "app_timezone", metavar="ZONE",
+              help="python: the time zone of the Celery app that will load the module (its "
+                   "`timezone`); crontabs in it are written as plain crontabs (default: "
+                   "every crontab is pinned to its own zone).")
 @click.argument("pattern", required=False)
 @friendly_errors
-def export(database_url: str | None, fmt_: str, pattern: str | None) -> None:
-    """The stored schedules as a beat_schedule Python module, or as JSON."""
+def export(database_url: str | None, fmt_: str, app_timezone: str | None,
+           pattern: str | None) -> None:
+    """The stored schedules as a beat_schedule module a stock celery beat runs (entries
+    Celery cannot run as awa-beat does are comments saying why), or as JSON (every entry,
+    in awa-beat's form, which `awa-beat import` reads back)."""
+    if app_timezone is not None:
+        load_timezone(app_timezone)
     with operations(database_url) as ops:
-        schedule = ops.export_entries(pattern)
-    if fmt_ == "json":
-        click.echo(json.dumps(schedule, indent=2))
-        return
-    click.echo('"""beat_schedule exported by awa-beat; schedules are Awa cron strings."""\n')
-    click.echo(f"beat_schedule = {pprint.pformat(schedule, indent=4, sort_dicts=False)}")
+        if fmt_ == "json":
+            click.echo(json.dumps(ops.export_entries(pattern), indent=2, default=_json_value))
+            return
+        rows = ops.export_rows(pattern)
+    click.echo(python_module(rows, app_timezone=app_timezone), nl=False)
+
+
+def _json_value(value: object) -> str:
+    """Bounds given as datetimes, as ISO 8601 (which an import reads back)."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON")
