@@ -6,6 +6,7 @@ import json
 from datetime import datetime, timezone
 
 import pytest
+from celery.schedules import crontab
 from click.testing import CliRunner
 
 from awa_beat.cli import main
@@ -65,7 +66,11 @@ def test_history_and_export(report_url: str) -> None:
     module = run("export", "--database-url", report_url).output
     namespace: dict = {}
     exec(compile(module, "exported", "exec"), namespace)  # a valid beat_schedule module
-    assert namespace["beat_schedule"] == exported
+    report = namespace["beat_schedule"]["report"]
+    assert isinstance(report["schedule"], crontab)  # a Celery object, which beat can run
+    assert str(report["schedule"].tz) == "Europe/Paris"
+    assert {k: v for k, v in report.items() if k != "schedule"} == {
+        k: v for k, v in exported["report"].items() if k != "schedule"}
 
 
 def test_doctor_passes_on_a_healthy_database_and_names_each_problem(report_url: str) -> None:
