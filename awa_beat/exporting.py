@@ -89,9 +89,12 @@ def celery_schedule(expr: str, zone: str, *, app_timezone: str | None = None) ->
     if is_marker(expr):
         return _marker_schedule(expr)
     try:
-        fields = CronExpression.parse(expr).fields()
+        parsed = CronExpression.parse(expr)
     except ScheduleError as exc:
         return left_out(f"its expression {expr!r} is not valid: {exc}")
+    if parsed.never_fires:  # Celery 5.7 refuses such a crontab at import time
+        return left_out(f"the Awa cron expression {expr!r} never fires: no day matches it")
+    fields = parsed.fields()
     tab = crontab_fields(fields)
     if isinstance(tab, str):
         return left_out(f"the Awa cron expression {expr!r} {tab}")

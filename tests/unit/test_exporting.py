@@ -66,8 +66,11 @@ _DOW = st.one_of(
 def test_every_converted_day_rule_is_celerys_and_of_awas_or(dom: str, dow: str,
                                                             month: str) -> None:
     expr = f"0 12 {dom} {month} {dow}"
-    if isinstance(crontab_fields(CronExpression.parse(expr).fields()), dict):
+    converted = celery_schedule(expr, "UTC")
+    if converted.kept:
         assert_same_instants(expr)
+        code = celery_schedule(expr, "UTC", app_timezone="UTC").code
+        assert isinstance(eval(str(code), {"crontab": crontab}), crontab)  # Celery takes it
 
 
 @pytest.mark.parametrize(("expr", "why"), [
@@ -80,6 +83,7 @@ def test_every_converted_day_rule_is_celerys_and_of_awas_or(dom: str, dow: str,
     ("0 12 * * 1,3#2", "different weeks"),
     ("*/10 * * * * *", "has a seconds field"),  # not an interval in Paris: a cron
     ("30 0 0 * * *", "has a seconds field"),
+    ("0 0 30 2 *", "never fires"),  # Celery would refuse the crontab, failing the import
 ])
 def test_what_a_crontab_cannot_say_is_left_out_with_the_reason(expr: str, why: str) -> None:
     converted = celery_schedule(expr, "Europe/Paris")
