@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -172,16 +173,33 @@ def test_a_new_awa_row_with_no_cursor_follows_awas_first_fire_rule(store: Store,
     assert fired(conn, "fresh") == ["2026-03-02 09:00:00+00"]
 
 
+def settled(read: Any, conn: psycopg.Connection) -> Any:
+    """``read()`` again until its snapshot's xmin is past every row's writer.
+
+    A snapshot's xmin is the oldest transaction still running anywhere on the server, so
+    another database's busy client can hold it below the rows this test just wrote; the
+    engine then sees them once more, which is harmless. The rule under test applies once
+    the read's xmin is past them."""
+    newest = conn.execute("SELECT max(xmin::text::bigint) FROM awa.cron_jobs").fetchone()[0]
+    deadline = time.monotonic() + 30
+    while True:
+        result = read()
+        state = result[0]
+        if state.xmin > newest or time.monotonic() > deadline:
+            return result
+        time.sleep(0.05)
+
+
 def test_a_refresh_returns_only_what_the_last_read_has_not_seen(store: Store, conn) -> None:
     add(store, conn, "a", "0 0 1 1 *", T0)
     add(store, conn, "b", "0 0 1 1 *", T0)
-    state, _ = store.cron_states()
+    state, _ = settled(store.cron_states, conn)
     since = state.db_now - timedelta(seconds=30)  # both rows changed inside the lookback
     assert {r.name for r in store.changes(since)[1]} == {"a", "b"}
     assert store.changes(since, state.xmin)[1] == []  # but the last read returned them
     conn.execute("UPDATE awa.cron_jobs SET paused_at = now(), updated_at = now()"
                  " WHERE name = 'a'")
-    later, rows = store.changes(since, state.xmin)
+    later, rows = settled(lambda: store.changes(since, state.xmin), conn)
     assert [(r.name, r.paused_at is not None) for r in rows] == [("a", True)]
     assert store.changes(since, later.xmin)[1] == []
 
@@ -189,7 +207,7 @@ def test_a_refresh_returns_only_what_the_last_read_has_not_seen(store: Store, co
 def test_a_change_committed_after_a_read_it_began_before_is_seen(store: Store, conn,
                                                                  db_url: str) -> None:
     add(store, conn, "a", "0 0 1 1 *", T0)
-    state, _ = store.cron_states()
+    state, _ = settled(store.cron_states, conn)
     since = state.db_now - timedelta(seconds=30)
     with psycopg.connect(db_url) as writer:  # one transaction, open across the next read
         writer.execute("SAVEPOINT s")  # in a subtransaction: the subtle case for xmin
