@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ DEFAULT_LOCK_KEY = int.from_bytes(b"AWA_BEAT", "big")
 AWA_MAIN_LOCK_KEY = 4708303813012965710
 #: Seconds after which the server drops the lock of a leader that stopped answering.
 DEFAULT_LOCK_TIMEOUT = 8.0
+HOUR = 3600
+DAY = 24 * HOUR
 
 
 def redact(dsn: str) -> str:
@@ -142,20 +145,21 @@ class Settings:
             database_url=validate_dsn(str(url)) if url else None,
             lock_key=lock_key,
             sync_interval=_number(get("sync_interval"), "sync_interval", float,
-                                  defaults.sync_interval, minimum=1),
+                                  defaults.sync_interval, minimum=1, maximum=DAY),
             ping_interval=_number(get("ping_interval"), "ping_interval", float,
-                                  defaults.ping_interval, minimum=0.1),
+                                  defaults.ping_interval, minimum=0.1, maximum=HOUR),
             election_interval=_number(get("election_interval"), "election_interval", float,
-                                      defaults.election_interval, minimum=0.05),
+                                      defaults.election_interval, minimum=0.05,
+                                      maximum=HOUR),
             catch_up_limit=_number(get("catch_up_limit"), "catch_up_limit", int,
-                                   defaults.catch_up_limit, minimum=1),
+                                   defaults.catch_up_limit, minimum=1, maximum=1_000_000),
             default_timezone=str(get("default_timezone") or app_timezone or "UTC"),
             dispatch=_choice(get("dispatch"), "dispatch", ("celery", "awa")),
             deployment=str(get("deployment") or app_name or "default"),
             lock_timeout=_number(get("lock_timeout"), "lock_timeout", float,
                                  defaults.lock_timeout, minimum=2, maximum=3600),
             startup_timeout=_number(get("startup_timeout"), "startup_timeout", float,
-                                    defaults.startup_timeout, minimum=0),
+                                    defaults.startup_timeout, minimum=0, maximum=7 * DAY),
             http_port=_number(get("http_port"), "http_port", int, None, minimum=0,
                               maximum=65535),
             http_bind=str(get("http_bind") or defaults.http_bind),
@@ -163,13 +167,15 @@ class Settings:
             or defaults.log_format,
             metrics_schedule_limit=_number(get("metrics_schedule_limit"),
                                            "metrics_schedule_limit", int,
-                                           defaults.metrics_schedule_limit, minimum=0),
+                                           defaults.metrics_schedule_limit, minimum=0,
+                                           maximum=1_000_000),
             stuck_after=_number(get("stuck_after"), "stuck_after", float,
-                                defaults.stuck_after, minimum=1),
+                                defaults.stuck_after, minimum=1, maximum=DAY),
             track_outcomes=_flag(get("track_outcomes"), "track_outcomes"),
             at_most_once=_flag(get("at_most_once"), "at_most_once"),
             outcome_retention=_number(get("outcome_retention"), "outcome_retention", float,
-                                      defaults.outcome_retention, minimum=0.01),
+                                      defaults.outcome_retention, minimum=0.01,
+                                      maximum=36_500),
         )
 
 
@@ -186,8 +192,11 @@ def _number(value: Any, key: str, kind: type, default: Any, *, minimum: float,
         return default
     try:
         number = kind(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ConfigError(f"awa_beat_{key} must be a {kind.__name__}, not {value!r}") from None
+    if not math.isfinite(number):
+        # NaN compares false with every bound, and a timer cannot wait for ever.
+        raise ConfigError(f"awa_beat_{key} is {value!r}; it must be a finite number")
     if number < minimum or (maximum is not None and number > maximum):
         raise ConfigError(f"awa_beat_{key} is {value!r}; it must be at least {minimum}"
                           + (f" and at most {maximum}" if maximum is not None else ""))

@@ -43,11 +43,26 @@ def test_the_apps_configuration_wins_over_the_environment() -> None:
     ("awa_beat_lock_key", AWA_MAIN_LOCK_KEY, "Awa's own lock key"),
     ("awa_beat_dispatch", "rq", "use one of celery, awa"),
     ("awa_beat_database_url", "postgresql://u:p@h:notaport/db x=", "malformed"),
+    ("awa_beat_election_interval", "nan", "awa_beat_election_interval is 'nan'; .* finite"),
+    ("awa_beat_lock_timeout", float("nan"), "awa_beat_lock_timeout is nan; .* finite"),
+    ("awa_beat_sync_interval", "NaN", "awa_beat_sync_interval .* finite"),
+    ("awa_beat_ping_interval", "inf", "awa_beat_ping_interval .* finite"),
+    ("awa_beat_stuck_after", float("inf"), "awa_beat_stuck_after .* finite"),
+    ("awa_beat_startup_timeout", "-inf", "awa_beat_startup_timeout .* finite"),
+    ("awa_beat_catch_up_limit", float("inf"), "awa_beat_catch_up_limit must be a int"),
+    ("awa_beat_outcome_retention", 1e300, "at most 36500"),
+    ("awa_beat_sync_interval", 10**400, "awa_beat_sync_interval must be a float"),
 ])
 def test_a_bad_value_names_the_setting_and_what_is_allowed(key: str, value: object,
                                                            message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         Settings.from_app({key: value}, environ={})
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e999"])
+def test_the_environment_cannot_give_a_setting_that_is_not_finite(value: str) -> None:
+    with pytest.raises(ConfigError, match="awa_beat_election_interval"):
+        Settings.from_app({}, environ={"AWA_BEAT_ELECTION_INTERVAL": value})
 
 
 def test_redact_hides_the_password_and_a_malformed_url_shows_nothing() -> None:
