@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from datetime import datetime, timezone
 from typing import Any
 
@@ -24,19 +25,48 @@ _RESERVED = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) 
     "message", "asctime"}
 
 
+#: What a user-supplied value must not put in a log line as it is: C0 and C1 controls (a
+#: newline forges a line, ESC starts a terminal sequence), the line and paragraph
+#: separators, and the bidirectional overrides that make text read in another order.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character written as an escape (``\\n`` as ``\\x0a``),
+    so that a schedule's name or a note cannot forge a log line or move a terminal."""
+    return _UNSAFE.sub(_escape, text) if _UNSAFE.search(text) else text
+
+
+def _safe(value: Any) -> Any:
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, BaseException):
+        return printable(str(value))
+    if type(value) in (list, tuple):
+        return type(value)(map(_safe, value))
+    return value
+
+
 def event(logger: logging.Logger, level: int, action: str, msg: str, *args: Any,
           exc_info: Any = None, **fields: Any) -> None:
     """Log ``msg % args`` with ``extra={"action": action, **fields}``.
 
     Field names must not clash with a LogRecord attribute (``name``, ``msg``, ...): use
-    ``schedule=`` for a schedule's name.
+    ``schedule=`` for a schedule's name. Arguments and fields that are text (names,
+    tasks, notes, errors quoting them) are logged with their control characters escaped
+    (:func:`printable`), in the text and the JSON formats alike.
     """
     clash = _RESERVED.intersection(fields)
     if clash:
         raise ValueError(f"log field(s) {sorted(clash)} clash with LogRecord attributes")
     if logger.isEnabledFor(level):
-        logger.log(level, msg, *args, exc_info=exc_info, stacklevel=2,
-                   extra={"action": action, **fields})
+        logger.log(level, msg, *map(_safe, args), exc_info=exc_info, stacklevel=2,
+                   extra={"action": action, **{k: _safe(v) for k, v in fields.items()}})
 
 
 class JsonFormatter(logging.Formatter):

@@ -17,6 +17,7 @@ import jinja2
 
 from ..config import redact
 from ..errors import AwaBeatError, NotFound, StoreError
+from ..logs import printable
 from ..operations import Operations
 from . import auth
 from .seams import Outcomes, ScheduleEditor
@@ -196,12 +197,13 @@ class Dashboard:
         except NotFound as exc:
             response = self._error(req, 404, str(exc))
         except StoreError as exc:
-            logger.warning("awa-beat web: %s", exc)
+            logger.warning("awa-beat web: %s", printable(str(exc)))
             response = self._error(req, 503, str(exc))
         except AwaBeatError as exc:
             response = self._error(req, 400, str(exc))
         except Exception:  # a bug: logged here, and the browser gets a page, not a trace
-            logger.exception("awa-beat web: %s %s failed", req.method, req.path)
+            logger.exception("awa-beat web: %s %s failed", printable(req.method),
+                             printable(req.path))
             response = self._error(req, 500, "internal error (logged by the server)")
         headers = [("Content-Type", "text/html; charset=utf-8"),
                    ("Cache-Control", "no-store"),

@@ -11,6 +11,7 @@ from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from ..errors import ConfigError, EndpointError
+from ..logs import printable
 from .app import Dashboard
 from .auth import WebConfig
 
@@ -48,11 +49,11 @@ class QuietHandler(WSGIRequestHandler):
     """Access lines go to the ``awa_beat.web`` logger, without query strings."""
 
     def log_request(self, code: Any = "-", size: Any = "-") -> None:
-        logger.info("%s %s %s %s", self.address_string(), self.command,
-                    self.path.split("?", 1)[0], code)
+        logger.info("%s %s %s %s", self.address_string(), printable(str(self.command)),
+                    printable(self.path.split("?", 1)[0]), code)
 
     def log_message(self, format: str, *args: Any) -> None:
-        logger.debug("%s " + format, self.address_string(), *args)
+        logger.debug("%s %s", self.address_string(), printable(format % args))
 
 
 def make(app: Dashboard, bind: str = "127.0.0.1", port: int = 8080) -> ThreadingServer:

@@ -64,9 +64,9 @@ def test_the_explicit_url_then_the_environment_then_the_app(no_embedded: Path) -
     assert not isinstance(bad.value, NoDatabase)
 
 
-def test_no_database_is_a_one_line_usage_error(no_embedded: Path) -> None:
+def test_no_database_is_a_one_line_error_exiting_1(no_embedded: Path) -> None:
     result = CliRunner().invoke(main, ["list"])
-    assert result.exit_code == 2
+    assert result.exit_code == 1  # as the README promises
     assert result.stderr.startswith("error: no database: pass --database-url")
     assert len(result.stderr.strip().splitlines()) == 1 and "Usage" not in result.output
 
