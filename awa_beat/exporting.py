@@ -237,7 +237,7 @@ def _entry_lines(name: str, entry: Mapping[str, Any], converted: Converted) -> l
     if converted.note:
         intro = "" if converted.kept else f"Left out: {name!r}: "
         lines += ["    # " + line for line in textwrap.wrap(intro + converted.note + ".",
-                                                          _WIDTH - 6)]
+                                                          _WIDTH - 6, break_on_hyphens=False)]
     schedule = converted.code if converted.code is not None else repr(entry["schedule"])
     fields = [("task", repr(entry["task"])), ("schedule", schedule),
               ("args", _value(entry.get("args", []))),
@@ -271,7 +271,8 @@ def _header(kept: int, dropped: int, names: set[str], app_timezone: str | None) 
         "options['awa_beat'] holds awa-beat's own settings: Celery passes them along "
         "unread, and `awa-beat import -A` reads them back.",
     ]
-    doc = '"""' + "\n\n".join(textwrap.fill(p, _WIDTH) for p in paragraphs) + '\n"""\n\n'
+    text = "\n\n".join(textwrap.fill(p, _WIDTH, break_on_hyphens=False) for p in paragraphs)
+    doc = f'"""{text}\n"""\n\n'
     imports = []
     if names & {"schedule", "crontab_in"}:
         imports.append("import datetime")
