@@ -39,7 +39,7 @@ from .config import AWA_MAIN_LOCK_KEY, DEFAULT_LOCK_KEY, DEFAULT_LOCK_TIMEOUT, r
 from .errors import AwaBeatError, ConfigError, SessionLockUnsupported, StoreError, first_line
 from .logs import event
 from .sql import queries
-from .store import connect, keepalives, process_identity, typed_error
+from .store import connect, keepalives, one_row, process_identity, typed_error
 
 logger = logging.getLogger(__name__)
 
@@ -252,11 +252,10 @@ class Leadership:
         # run on another server session, where this lock is not held, and other clients
         # may run on ours: refuse to run. Two signs: our session changes between
         # statements, or another client connection is handed our session while we idle.
-        pids = {conn.execute(queries["backend_pid"]).fetchone()[0] for _ in range(2)}
+        pids = {_backend_pid(conn) for _ in range(2)}
         shared = False
         with contextlib.suppress(AwaBeatError, psycopg.Error), self._probe() as probe:
-            shared = any(probe.execute(queries["backend_pid"]).fetchone()[0] in pids
-                         for _ in range(3))
+            shared = any(_backend_pid(probe) in pids for _ in range(3))
         row = conn.execute(queries["session_lock_held"], {"key": self.lock_key}).fetchone()
         if len(pids) != 1 or shared or not row or row[0] != 1:
             conn.execute(queries["advisory_unlock_all"])
@@ -266,3 +265,8 @@ class Leadership:
                 "at PostgreSQL directly or at a session-pooling PgBouncer"
             )
         return int(next(iter(pids)))
+
+
+def _backend_pid(conn: psycopg.Connection) -> int:
+    return int(one_row(conn.execute(queries["backend_pid"]).fetchone(),
+                       "reading the session's pid")[0])

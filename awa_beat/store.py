@@ -124,6 +124,13 @@ def wrap_errors(action: str) -> Iterator[None]:
         raise typed_error(exc, f"{action} failed: {first_line(exc)}") from exc
 
 
+def one_row(row: tuple[Any, ...] | None, action: str) -> tuple[Any, ...]:
+    """The row of a statement that always returns one (an aggregate, ``now()``)."""
+    if row is None:
+        raise StoreError(f"{action} failed: the database returned no row")
+    return row
+
+
 def _json(value: Any) -> Any:
     """A JSON column read as text (``::text``): a caller's connection may load JSON its
     own way (Django's leaves it as a string)."""
@@ -134,13 +141,22 @@ def _cron_state(r: Sequence[Any], make: RowMaker = CronState) -> Any:
     # Expressions, zones and policies repeat across rows: one string each, not one per row
     # (a ``make`` of the caller's own shares them its own way).
     if make is CronState:
-        return CronState(r[0], *[sys.intern(v) if type(v) is str else v for v in r[1:4]],
-                         *r[4:])
+        shared: list[Any] = [sys.intern(v) if type(v) is str else v for v in r[1:4]]
+        return CronState(r[0], *shared, *r[4:])
     return make(*r)
 
 
 _TIMESTAMPTZ = psycopg.postgres.types["timestamptz"].oid
-_PARSE_TIMESTAMPTZ = psycopg.adapters.get_loader(_TIMESTAMPTZ, pq.Format.TEXT)
+
+
+def _text_loader(oid: int) -> type[psycopg.abc.Loader]:
+    loader = psycopg.adapters.get_loader(oid, pq.Format.TEXT)
+    if loader is None:  # psycopg has one for every built-in type
+        raise ImportError(f"psycopg has no text loader for the type of oid {oid}")
+    return loader
+
+
+_PARSE_TIMESTAMPTZ = _text_loader(_TIMESTAMPTZ)
 #: Distinct instants one cursor's reader remembers; rows with timestamps of their own
 #: would otherwise make it grow with the table.
 SHARED_INSTANTS = 65536
@@ -350,7 +366,8 @@ class Store:
         """
         try:
             with self._conn() as conn:
-                (stale,) = conn.execute(queries["cron_jobs_stats_stale"]).fetchone()
+                (stale,) = one_row(conn.execute(queries["cron_jobs_stats_stale"]).fetchone(),
+                                "reading the table's statistics")
                 if stale:
                     conn.execute(queries["analyze_cron_jobs"])
         except psycopg.Error as exc:  # not the table's owner
@@ -378,7 +395,8 @@ class Store:
         rows: list[Any] = []
         with self._conn() as conn, wrap_errors("reading schedules"), conn.transaction():
             conn.execute(queries["repeatable_read"])
-            state = TableState(*conn.execute(queries["table_fingerprint"]).fetchone())
+            state = TableState(*one_row(conn.execute(queries["table_fingerprint"]).fetchone(),
+                                     "reading schedules"))
             # A server-side cursor, so the rows never sit in memory twice at once.
             with _sharing_instants(conn.cursor(name="awa_beat_cron_states")) as cur:
                 cur.execute(queries["cron_states"])
@@ -689,13 +707,13 @@ class Store:
             return 0, None
         with self._conn() as conn, wrap_errors("reading the outbox's backlog"):
             row = conn.execute(queries["outbox_stats"], {"deployment": deployment}).fetchone()
-        backlog, oldest, db_now = row
+        backlog, oldest, db_now = one_row(row, "reading the outbox's backlog")
         return int(backlog), None if oldest is None else (db_now - oldest).total_seconds()
 
     def database_clock(self) -> datetime:
         with self._conn() as conn, wrap_errors("reading the database clock"):
             row = conn.execute(queries["database_clock"]).fetchone()
-        return row[0]
+        return one_row(row, "reading the database clock")[0]
 
     # -- the dashboard (awa-beat web, the Django admin) ----------------------------------
 
@@ -739,7 +757,8 @@ class Store:
         """Awa's paused queues among ``queues``; none where Awa's queue table is absent
         (the standalone layout)."""
         with self._conn() as conn, wrap_errors("reading queue pauses"):
-            (present,) = conn.execute(queries["has_queue_meta"]).fetchone()
+            (present,) = one_row(conn.execute(queries["has_queue_meta"]).fetchone(),
+                              "reading queue pauses")
             if not present:
                 return []
             cur = conn.cursor(row_factory=dict_row)
@@ -766,6 +785,7 @@ class Store:
             row = conn.execute(queries["record_audit"], {
                 **entry, "detail": psycopg.types.json.Jsonb(entry.get("detail") or {})}
                 ).fetchone()
+        row = one_row(row, "recording the action")
         return int(row[0]), row[1]
 
     def audit_log(self, *, limit: int = 50, before_id: int | None = None,
@@ -909,9 +929,9 @@ def fire_query(awa_owned: bool) -> LiteralString:
     return queries["fire_batch_awa" if awa_owned else "fire_batch_standalone"]
 
 
-def fire_params(requests: Sequence[FireRequest]) -> dict[str, list[Any]]:
+def fire_params(requests: Sequence[FireRequest]) -> dict[str, Any]:
     """Bind parameters of :func:`fire_query`: parallel arrays, one round trip in all."""
-    coalesced = [r for r in requests if r.coalesced is not None]
+    coalesced = [(r.name, r.coalesced) for r in requests if r.coalesced is not None]
     return {
         "names": [r.name for r in requests],
         "expected": [r.expected for r in requests],
@@ -922,8 +942,8 @@ def fire_params(requests: Sequence[FireRequest]) -> dict[str, list[Any]]:
         "fire_seqs": [i for r in requests for i in range(1, len(r.fire_times) + 1)],
         "limited": [r.name for r in requests if r.limited],
         "retired_by": RETIRED_BY,
-        "coalesced_names": [r.name for r in coalesced],
-        "coalesced_first": [r.coalesced.first for r in coalesced],  # type: ignore[union-attr]
-        "coalesced_last": [r.coalesced.last for r in coalesced],  # type: ignore[union-attr]
-        "coalesced_counts": [r.coalesced.count for r in coalesced],  # type: ignore[union-attr]
+        "coalesced_names": [name for name, _ in coalesced],
+        "coalesced_first": [c.first for _, c in coalesced],
+        "coalesced_last": [c.last for _, c in coalesced],
+        "coalesced_counts": [c.count for _, c in coalesced],
     }
