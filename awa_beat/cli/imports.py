@@ -24,7 +24,12 @@ from .format import fmt, table
 @click.option("--key-prefix", default="redbeat:", show_default=True,
               help="RedBeat's key prefix (redbeat_key_prefix).")
 @click.option("--from-file", metavar="PATH",
-              help="Import a celerybeat-schedule file (Celery's PersistentScheduler).")
+              help="Import a celerybeat-schedule file (Celery's PersistentScheduler). The "
+                   "file is a pickle: reading it runs the code it names, --dry-run "
+                   "included, so import only files you trust. One that neither you nor "
+                   "root owns is refused without --trust-file.")
+@click.option("--trust-file", is_flag=True,
+              help="Read the --from-file file even though another user owns it.")
 @click.option("--timezone", "zone", metavar="ZONE",
               help="Time zone of crontabs that name none: the old beat's app time zone "
                    "(default: the app's; for --from-file, the one recorded in the file).")
@@ -41,7 +46,7 @@ from .format import fmt, table
 @friendly_errors
 def import_(database_url: str | None, app_spec: str | None, from_django: str | None,
             from_redbeat: str | None, key_prefix: str, from_file: str | None,
-            zone: str | None, dispatch: str | None, deployment: str | None, dry_run: bool,
+            trust_file: bool, zone: str | None, dispatch: str | None, deployment: str | None, dry_run: bool,
             force: bool, as_json: bool) -> None:
     """Move an existing Celery schedule into awa-beat: no double and no missed run.
 
@@ -65,7 +70,7 @@ def import_(database_url: str | None, app_spec: str | None, from_django: str | N
                                "--from-redbeat URL or --from-file PATH")
     done = run_import(ImportOptions(
         app=app, from_django=from_django, from_redbeat=from_redbeat, key_prefix=key_prefix,
-        from_file=from_file, timezone=zone, dispatch=dispatch, deployment=deployment,
+        from_file=from_file, trust_file=trust_file, timezone=zone, dispatch=dispatch, deployment=deployment,
         database_url=database_url, dry_run=dry_run, force=force), lambda url: open_store(url, app))
     plan, written = done.plan, done.written
     if as_json:

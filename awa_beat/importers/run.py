@@ -43,6 +43,8 @@ class ImportOptions:
     from_redbeat: str | None = None
     key_prefix: str = "redbeat:"
     from_file: str | None = None
+    trust_file: bool = False
+    """Read ``from_file`` even if neither this user nor root owns it (it is a pickle)."""
     timezone: str | None = None
     """Time zone of crontabs that name none (default: the app's, or the file's)."""
     dispatch: str | None = None
@@ -121,7 +123,7 @@ def read_source(options: ImportOptions, app_timezone: str, dispatch: str
     """The chosen source, described, and its results; ``app_timezone`` is the default
     time zone of crontabs unless the options or the file name one."""
     if options.from_file:
-        read = read_schedule_file(options.from_file)
+        read = read_schedule_file(options.from_file, trust=options.trust_file)
         default_tz = options.timezone or read.tz or app_timezone
         load_timezone(default_tz)
         return (f"celerybeat-schedule file {options.from_file}",

@@ -38,11 +38,36 @@ class ScheduleFile:
     version: str | None
 
 
-def read_schedule_file(path: str) -> ScheduleFile:
+#: The files a shelve at PATH may be made of, by dbm module (gnu and ndbm: PATH or
+#: PATH.db; dumb: PATH.dat, PATH.dir and PATH.bak).
+_SHELVE_SUFFIXES = ("", ".db", ".dat", ".dir", ".bak")
+
+
+def check_owner(path: str) -> None:
+    """Refuse a schedule file that neither the current user nor root owns.
+
+    Unpickling runs code the file names, so a file someone else could have written is
+    code from someone else. ``--trust-file`` skips this check."""
+    me = os.geteuid()
+    for suffix in _SHELVE_SUFFIXES:
+        try:
+            owner = os.stat(path + suffix).st_uid
+        except OSError:
+            continue
+        if owner not in (me, 0):
+            raise SourceError(
+                f"{path + suffix} belongs to user id {owner}, not to you or root: a "
+                "celerybeat-schedule file is a pickle, and unpickling it runs the code it "
+                "names; import it only if you trust who wrote it (--trust-file)")
+
+
+def read_schedule_file(path: str, *, trust: bool = False) -> ScheduleFile:
     """Open a PersistentScheduler shelve read-only and unpickle its entries.
 
-    Unpickling imports what the entries reference; when that is the app's own code,
-    load the app first (``-A``) or run from its directory.
+    Unpickling imports what the entries reference, and can run any code the file names:
+    read only files you trust. One that neither you nor root owns is refused unless
+    ``trust``. When the entries reference the app's own code, load the app first
+    (``-A``) or run from its directory.
     """
     if os.path.isdir(path):
         raise SourceError(f"{path} is a directory, not a celerybeat-schedule file")
@@ -51,6 +76,8 @@ def read_schedule_file(path: str) -> ScheduleFile:
         raise SourceError(f"no celerybeat-schedule file at {path} (or it cannot be read)")
     if kind == "":
         raise SourceError(f"{path} is not a shelve database (a celerybeat-schedule file)")
+    if not trust:
+        check_owner(path)
     try:
         with shelve.open(path, flag="r") as store:
             entries = _unpickle_entries(store, path)

@@ -4,6 +4,8 @@ PersistentScheduler (and a real -A app) move into awa.cron_jobs with their curso
 from __future__ import annotations
 
 import json
+import os
+import shelve
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -389,6 +391,38 @@ def test_naive_last_run_at_is_utc_when_utc_was_enabled(tmp_path: Path, db_url: s
     imported(db_url, "--from-file", str(path))
     assert stored(db_url)["naive"]["last_enqueued_at"] == datetime(2026, 1, 5, 13, 5,
                                                                    tzinfo=UTC)
+
+
+class _Planted:
+    """Unpickled, it creates ``path``: what a hostile celerybeat-schedule file can do."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Path.touch, (self.path,))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_a_schedule_file_another_user_owns_is_not_unpickled(tmp_path: Path,
+                                                            db_url: str) -> None:
+    path, planted = tmp_path / "celerybeat-schedule", tmp_path / "planted"
+    with shelve.open(str(path)) as shelf:
+        shelf["entries"] = {"x": _Planted(planted)}
+    for part in tmp_path.glob("celerybeat-schedule*"):
+        os.chown(part, 65534, 65534)
+    for args in (("--from-file", str(path)), ("--from-file", str(path), "--dry-run")):
+        result = run(*args, "--database-url", db_url)
+        assert result.exit_code == 1, result.output
+        assert "belongs to user id 65534, not to you or root" in result.stderr
+        assert "--trust-file" in result.stderr and len(result.stderr.splitlines()) == 1
+        assert not planted.exists()  # refused before anything was unpickled
+    assert stored(db_url) == {}
+    result = run("--from-file", str(path), "--trust-file", "--dry-run", "--database-url",
+                 db_url)
+    assert planted.exists()  # trusted: read, and its code ran, as --help warns
+    help_text = run("--help").output
+    assert "pickle" in help_text and "--trust-file" in help_text
 
 
 # -- a Celery app's beat_schedule (-A) ---------------------------------------------------------
