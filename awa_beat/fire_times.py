@@ -39,6 +39,7 @@ __all__ = [
     "CronCalendar",
     "IntervalCalendar",
     "calendar_for",
+    "can_fire_from",
     "due_fires",
     "every_seconds",
     "fires_between",
@@ -429,6 +430,13 @@ def _epochs_from(calendar: CronCalendar | IntervalCalendar, second: int) -> Iter
         yield found
         prev = found
         cursor = found + 1
+
+
+def can_fire_from(calendar: Calendar, start: datetime) -> bool:
+    """Whether ``calendar`` has a fire at or after ``start``: a schedule with none can
+    never fire (a cron of 30 February, an rrule with no occurrence left, an ``at`` or an
+    end already past)."""
+    return calendar.next_from(start, inclusive=True) is not None
 
 
 def next_fire_after(calendar: Calendar, t: datetime) -> datetime | None:

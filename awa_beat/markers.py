@@ -331,7 +331,14 @@ def _number(x: float) -> str:
 
 def at_marker(instant: datetime) -> str:
     """``calendars.at(instant)``: sub-seconds dropped, one run (so it retires)."""
-    return f"@at {instant_text(floor_second(instant))} | runs=1"
+    try:
+        utc = instant.astimezone(UTC)
+    except OverflowError:
+        utc = None
+    if utc is None or not 1970 <= utc.year <= 9999:
+        raise ScheduleError(f"at({instant.isoformat()}) is out of range: an instant from "
+                            "1970 to 9999 (UTC)")
+    return f"@at {instant_text(floor_second(utc))} | runs=1"
 
 
 # -- rrule -----------------------------------------------------------------------------------
@@ -368,6 +375,9 @@ def rrule_marker(rule: Any) -> tuple[str, str | None]:
         raise ScheduleError(f"not an rrule: {rule!r}")
     # dateutil keeps a rule's parts only in private attributes, which its stubs leave out.
     parsed: Any = inner
+    if not isinstance(parsed._freq, int) or not 0 <= parsed._freq < len(_FREQS):
+        raise ScheduleError(f"rrule frequency {parsed._freq!r} is none of dateutil's "
+                            "(0 YEARLY to 6 SECONDLY)")
     original = getattr(inner, "_original_rule", {})
     dtstart = parsed._dtstart
     if dtstart.tzinfo is None:

@@ -543,8 +543,10 @@ class Operations:
         """``entries`` (a beat_schedule) validated exactly as this app's beat validates
         its own (:class:`~awa_beat.errors.ValidationError` listing every problem)."""
         settings = self.settings
+        # A write made now: a schedule with no fire from now on is refused.
         specs = specs_from_beat_schedule(entries, default_timezone=settings.default_timezone,
-                                         default_dispatch=settings.dispatch or "awa")
+                                         default_dispatch=settings.dispatch or "awa",
+                                         now=self.clock())
         celery = [s.name for s in specs if s.dispatch == "celery"]
         if celery and self.store.awa_owned:
             raise celery_dispatch_refused(celery, "dispatch them to Awa workers "

@@ -84,20 +84,27 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .bulk import collector_paused
 from .calendars import at
 from .cron import CronExpression, load_timezone
-from .errors import ScheduleError, ValidationError
-from .fire_times import POLICIES, calendar_for, interval_expression, parse_iso
+from .errors import ScheduleError, ValidationError, first_line
+from .fire_times import (
+    POLICIES,
+    calendar_for,
+    can_fire_from,
+    interval_expression,
+    parse_iso,
+)
 from .markers import (
     Bounds,
     at_marker,
     bounded,
     ceil_second,
     floor_second,
+    instant_text,
     is_marker,
     rrule_marker,
     solar_marker,
@@ -120,6 +127,19 @@ DISPATCHES = ("celery", "awa")
 #: Metadata keys written on every fired job; a user value would be overwritten.
 RESERVED_METADATA = {"cron_name", "cron_fire_time", "triggered_manually", "celery", "awa_beat"}
 _ENTRY_KEYS = {"task", "schedule", "args", "kwargs", "options", "relative"}
+#: Most bytes (UTF-8) of a name. PostgreSQL indexes names (the primary key, and with a
+#: time or a job id beside them elsewhere) and a btree entry holds at most 2704 bytes.
+MAX_NAME_BYTES = 2000
+#: Most bytes of each of args, kwargs, metadata and an option, as JSON: every fire copies
+#: them into a job and a broker message (RabbitMQ 4 refuses messages over 16 MiB).
+MAX_JSON_BYTES = 1 << 20
+#: Deepest nesting of a JSON value: Python's and PostgreSQL's JSON readers recurse.
+MAX_JSON_DEPTH = 100
+#: Longest interval: about ten years (on a grid from 1970, a longer one may never fire).
+MAX_INTERVAL_SECONDS = 3660 * 86400
+#: How long after its instant a new schedule may still fire its first time (Awa's first
+#: registration looks back one minute: :func:`~awa_beat.fire_times.due_fires`).
+REGISTRATION_GRACE = timedelta(seconds=60)
 
 
 class _Empty(dict[str, Any]):
@@ -222,12 +242,16 @@ class _Problems:
 
 def specs_from_beat_schedule(
     beat_schedule: Mapping[str, Any], *, default_timezone: str = "UTC",
-    default_dispatch: str = "awa",
+    default_dispatch: str = "awa", now: datetime | None = None,
 ) -> list[ScheduleSpec]:
     """Validate every entry of a Celery ``beat_schedule`` and convert it.
 
     Raises one :class:`ValidationError` listing every bad entry and field; nothing is
     returned (so nothing can be written) unless every entry is valid.
+
+    A schedule that can never fire is refused: one whose calendar has no time at all
+    (``0 0 30 2 *``, an rrule with ``COUNT=0``) always; with ``now`` (a write made now),
+    also one with no fire from now on (an ``end_time`` or an ``at()`` already past).
     """
     problems = _Problems()
     specs = []
@@ -248,7 +272,8 @@ def specs_from_beat_schedule(
             if template is not None:
                 spec = _like(template, name, entry, problems)
             else:
-                spec = _convert(name, entry, default_timezone, default_dispatch, problems)
+                spec = _convert(name, entry, default_timezone, default_dispatch, problems,
+                                now)
                 if spec is not None and shape is not None:
                     shapes[shape] = spec
             if spec is not None:
@@ -259,9 +284,11 @@ def specs_from_beat_schedule(
 
 
 def spec_from_entry(name: str, entry: Mapping[str, Any], *,
-                    default_timezone: str = "UTC") -> ScheduleSpec:
+                    default_timezone: str = "UTC", now: datetime | None = None
+                    ) -> ScheduleSpec:
     """Validate and convert one entry; raises ValidationError listing its problems."""
-    return specs_from_beat_schedule({name: entry}, default_timezone=default_timezone)[0]
+    return specs_from_beat_schedule({name: entry}, default_timezone=default_timezone,
+                                    now=now)[0]
 
 
 def _shape(entry: Any) -> tuple[Any, ...] | None:
@@ -310,9 +337,47 @@ def _checked_name(name: Any, problems: _Problems) -> str:
     label = name if isinstance(name, str) else repr(name)
     if not isinstance(name, str) or not name:
         problems.add(label, "name", "must be a non-empty string")
-    elif "\x00" in name:
-        problems.add(label, "name", "must not contain NUL characters")
+        return label
+    if len(name) <= 80 and name.isascii() and "\x00" not in name:
+        return label  # nearly every name: nothing more to check
+    if len(label) > 80:  # the label names the entry in a line of text
+        label = f"{label[:60]}... ({len(name)} characters)"
+    bad = _text_problem(name, MAX_NAME_BYTES)
+    if bad:
+        problems.add(label, "name", bad + (" (PostgreSQL indexes names, and an index entry "
+                                           "holds at most 2704 bytes)"
+                                           if bad.startswith("is ") else ""))
     return label
+
+
+def _text_problem(text: str, max_bytes: int | None = None) -> str | None:
+    """Why PostgreSQL would refuse ``text`` (or, past ``max_bytes``, we do), or None."""
+    if "\x00" in text:
+        return "must not contain NUL characters"
+    if text.isascii():
+        size = len(text)
+    else:
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError as exc:
+            return (f"has {text[exc.start]!r} at position {exc.start}, which is not text "
+                    "(a lone surrogate): PostgreSQL stores UTF-8 only")
+    if max_bytes is not None and size > max_bytes:
+        return f"is {size} bytes long in UTF-8; at most {max_bytes}"
+    return None
+
+
+#: Iterables that are not a sequence of arguments: a dict gives its keys, a set no
+#: fixed order.
+_NOT_SEQUENCES = (str, bytes, Mapping, set, frozenset)
+
+
+def _why_not_sequence(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return " (a dict would give its keys alone)"
+    if isinstance(value, (set, frozenset)):
+        return " (a set has no fixed order)"
+    return ""
 
 
 def _checked_call(label: str, entry: Mapping[str, Any], problems: _Problems,
@@ -320,8 +385,8 @@ def _checked_call(label: str, entry: Mapping[str, Any], problems: _Problems,
     """The entry's args and kwargs, checked (each is empty where it is bad)."""
     args = entry.get("args") or ()
     if type(args) not in (list, tuple) and (
-            isinstance(args, (str, bytes)) or not isinstance(args, Iterable)):
-        problems.add(label, "args", "must be a list or tuple")
+            isinstance(args, _NOT_SEQUENCES) or not isinstance(args, Iterable)):
+        problems.add(label, "args", "must be a list or tuple" + _why_not_sequence(args))
         args = ()
     args = tuple(args)
     _check_json(label, "args", list(args), problems)
@@ -341,7 +406,7 @@ def _checked_mapping(label: str, field_: str, value: Any, problems: _Problems,
 
 
 def _convert(name: Any, entry: Any, default_tz: str, default_dispatch: str,
-             problems: _Problems) -> ScheduleSpec | None:
+             problems: _Problems, now: datetime | None = None) -> ScheduleSpec | None:
     before = len(problems.items)
     label = _checked_name(name, problems)
     # type() first: a large beat_schedule is plain dicts and lists, and an isinstance
@@ -357,10 +422,14 @@ def _convert(name: Any, entry: Any, default_tz: str, default_dispatch: str,
     task = entry.get("task")
     if not isinstance(task, str) or not task:
         problems.add(label, "task", "must be the task's name, a non-empty string")
+    elif not task.strip():
+        problems.add(label, "task", "must be the task's name, not blank")
     elif len(task) > 200:
         problems.add(label, "task", "must be at most 200 characters (Awa's limit on kind)")
-    elif "\x00" in task:
-        problems.add(label, "task", "must not contain NUL characters")
+    else:
+        bad = _text_problem(task)
+        if bad:
+            problems.add(label, "task", bad)
 
     args, kwargs = _checked_call(label, entry, problems)
 
@@ -389,17 +458,29 @@ def _convert(name: Any, entry: Any, default_tz: str, default_dispatch: str,
             problems.add(label, "options.awa_beat.timezone", str(exc))
 
     cron_expr = None
-    bounds = _bounds(label, awa, entry.get("schedule"), problems)
+    schedule = entry.get("schedule")
+    bounds = _bounds(label, awa, schedule, problems)
     try:
-        cron_expr, zone = to_cron_expression(entry.get("schedule"))
+        cron_expr, zone = to_cron_expression(schedule)
         if zone is not None:
             tz = zone
-        if not isinstance(entry.get("schedule"), at):  # at() carries its one run already
+        if not isinstance(schedule, at):  # at() carries its one run already
             cron_expr = bounded(cron_expr, bounds)
         if is_marker(cron_expr):
             calendar_for(cron_expr, "UTC")  # a zone's problem is reported as the zone's
     except ScheduleError as exc:
         problems.add(label, "schedule", str(exc))
+        cron_expr = None
+    except (ValueError, TypeError, ArithmeticError, LookupError, AttributeError) as exc:
+        # A schedule object of the user's that its own class cannot make sense of
+        # (celery's schedule("abc"), dateutil's rrule(99)): named, not a traceback.
+        problems.add(label, "schedule", f"cannot be read: {type(exc).__name__}: "
+                                        f"{first_line(exc)}")
+        cron_expr = None
+    if cron_expr is not None and isinstance(tz, str) and len(problems.items) == before:
+        never = _never_fires(cron_expr, tz, bounds, schedule, now)
+        if never is not None:
+            problems.add(label, *never)
 
     dispatch = awa.get("dispatch", default_dispatch)
     if dispatch not in DISPATCHES:
@@ -416,6 +497,8 @@ def _convert(name: Any, entry: Any, default_tz: str, default_dispatch: str,
     if not isinstance(queue, str) or not queue or len(queue) > 200 or "\x00" in queue:
         problems.add(label, "options.awa_beat.queue",
                      "must be a non-empty string of at most 200 characters")
+    elif not queue.isascii() and _text_problem(queue):
+        problems.add(label, "options.awa_beat.queue", str(_text_problem(queue)))
     priority = awa.get("priority", 2)
     if not _int_in(priority, 1, 4):
         problems.add(label, "options.awa_beat.priority",
@@ -426,10 +509,12 @@ def _convert(name: Any, entry: Any, default_tz: str, default_dispatch: str,
                      f"{max_attempts!r} is out of range; allowed 1 to 1000")
     tags = awa.get("tags") or ()
     if (type(tags) not in (list, tuple) and (
-            isinstance(tags, str) or not isinstance(tags, Iterable))) or not all(
-        isinstance(t, str) and "\x00" not in t for t in tags
+            isinstance(tags, _NOT_SEQUENCES) or not isinstance(tags, Iterable))) or not all(
+        isinstance(t, str) and ((t.isascii() and "\x00" not in t) or not _text_problem(t))
+        for t in tags
     ):
-        problems.add(label, "options.awa_beat.tags", "must be a list of strings")
+        problems.add(label, "options.awa_beat.tags", "must be a list of strings (text "
+                     "without NUL characters or lone surrogates)" + _why_not_sequence(tags))
         tags = ()
     elif len(tuple(tags)) > 20:
         problems.add(label, "options.awa_beat.tags", "at most 20 tags (Awa's limit)")
@@ -495,43 +580,104 @@ def _int_in(value: Any, low: int, high: int) -> bool:
 
 
 def _check_json(name: str, field_: str, value: Any, problems: _Problems) -> None:
-    """Values must survive a trip through JSONB unchanged: plain JSON, no NUL, no NaN."""
+    """Values must survive a trip through JSONB unchanged: plain JSON, no NUL, no NaN, no
+    lone surrogate, at most :data:`MAX_JSON_DEPTH` levels and :data:`MAX_JSON_BYTES`."""
     bad = _json_problem(value)
     if bad:
         problems.add(name, field_, bad)
 
 
-def _json_problem(value: Any, path: str = "") -> str | None:
-    if value is None or isinstance(value, (bool, int)):
+def _json_problem(value: Any) -> str | None:
+    size = [0]
+    found = _json_walk(value, 0, size)
+    if found is not None:
+        what, parts = found
+        path = "".join(reversed(parts)).lstrip(".")
+        if len(path) > 40:
+            path = f"{path[:30]}...{path[-6:]}"
+        return f"{path or 'value'} {what}"
+    if size[0] > MAX_JSON_BYTES:
+        return (f"takes about {size[0]} bytes as JSON; at most {MAX_JSON_BYTES} "
+                f"({MAX_JSON_BYTES >> 20} MiB): every fire copies it into a job and a "
+                "message")
+    return None
+
+
+def _json_walk(value: Any, depth: int, size: list[int]) -> tuple[str, list[str]] | None:
+    """What makes ``value`` other than plain JSON that PostgreSQL stores as given, with the
+    path to it (innermost part first), or None; ``size`` accumulates its approximate
+    size in bytes. Exact types are tested first: they are nearly every value."""
+    kind = type(value)
+    if kind is str:
+        if value.isascii():
+            size[0] += len(value)
+            return ("contains a NUL character", []) if "\x00" in value else None
+        bad = _text_problem(value)
+        size[0] += 2 * len(value)
+        return None if bad is None else (bad, [])
+    if value is None or kind is int or kind is bool:
+        return None
+    if kind is list or kind is tuple or kind is dict:
+        if depth >= MAX_JSON_DEPTH:
+            return (f"is nested more than {MAX_JSON_DEPTH} levels deep (or contains "
+                    "itself)", [])
+        size[0] += len(value)
+        if kind is dict:
+            return _json_walk_items(value, depth, size)
+        for i, item in enumerate(value):
+            t = type(item)
+            if t is int or t is bool or item is None:
+                continue
+            found = _json_walk(item, depth + 1, size)
+            if found:
+                found[1].append(f"[{i}]")
+                return found
+        return None
+    return _json_walk_other(value, depth, size)
+
+
+def _json_walk_items(value: Mapping[Any, Any], depth: int, size: list[int]
+                     ) -> tuple[str, list[str]] | None:
+    for key, item in value.items():
+        if type(key) is not str and not isinstance(key, str):
+            return f"has a non-string key {key!r}; JSON keys are strings", []
+        if "\x00" in key or (not key.isascii() and _text_problem(key)):
+            return "has a key that is not text PostgreSQL stores", []
+        size[0] += len(key)
+        t = type(item)
+        if t is int or t is bool or item is None:
+            continue
+        found = _json_walk(item, depth + 1, size)
+        if found:
+            found[1].append(f".{key}")
+            return found
+    return None
+
+
+def _json_walk_other(value: Any, depth: int, size: list[int]
+                     ) -> tuple[str, list[str]] | None:
+    """:func:`_json_walk` for subclasses of the JSON types, floats and the rest."""
+    if isinstance(value, (bool, int)):
         return None
     if isinstance(value, float):
-        return None if math.isfinite(value) else f"{path or 'value'} is {value}, not valid JSON"
+        return None if math.isfinite(value) else (f"is {value}, not valid JSON", [])
     if isinstance(value, str):
-        return f"{path or 'value'} contains a NUL character" if "\x00" in value else None
+        return _json_walk(str(value), depth, size)
     if isinstance(value, (list, tuple)):
-        for i, item in enumerate(value):
-            found = _json_problem(item, f"{path}[{i}]")
-            if found:
-                return found
-        return None
+        return _json_walk(list(value), depth, size)
     if isinstance(value, Mapping):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                return f"{path or 'value'} has a non-string key {key!r}; JSON keys are strings"
-            if "\x00" in key:
-                return f"{path or 'value'} has a key containing a NUL character"
-            found = _json_problem(item, f"{path}.{key}" if path else key)
-            if found:
-                return found
-        return None
-    return (f"{path or 'value'} is a {type(value).__name__}, which is not JSON-serialisable; "
-            "use str, int, float, bool, None, list or dict")
+        return _json_walk(dict(value), depth, size)
+    return (f"is a {type(value).__name__}, which is not JSON-serialisable; use str, int, "
+            "float, bool, None, list or dict", [])
 
 
 def _json_options(name: str, options: dict[str, Any], problems: _Problems) -> dict[str, Any]:
     """apply_async options as JSON, with Celery's usual non-JSON forms made portable."""
     out: dict[str, Any] = {}
     for key, value in options.items():
+        if not isinstance(key, str) or _text_problem(key):
+            problems.add(name, f"options.{key!r}", "an option's name must be text")
+            continue
         if isinstance(value, timedelta):
             value = value.total_seconds()
         elif hasattr(value, "isoformat") and key in ("eta", "expires"):
@@ -576,7 +722,7 @@ def to_cron_expression(schedule: Any) -> tuple[str, str | None]:
         if is_marker(schedule):
             calendar_for(schedule, "UTC")  # one of our own markers, e.g. from `export`
             return schedule, None
-        CronExpression.parse(schedule)
+        _matching(CronExpression.parse(schedule), schedule)
         return schedule, None
     from celery import schedules as cs  # Celery is optional for the pure parts' users
 
@@ -591,7 +737,8 @@ def to_cron_expression(schedule: Any) -> tuple[str, str | None]:
         return marker, zone or "UTC"
     if isinstance(schedule, cs.crontab):
         expr = crontab_to_cron(schedule)
-        CronExpression.parse(expr)  # a conversion we cannot store must fail here, not later
+        # A conversion we cannot store must fail here, not later.
+        _matching(CronExpression.parse(expr), expr)
         return expr, None
     if isinstance(schedule, cs.schedule) and type(schedule) is cs.schedule:
         return interval_expression(_interval_seconds(schedule.run_every)), "UTC"
@@ -602,6 +749,12 @@ def to_cron_expression(schedule: Any) -> tuple[str, str | None]:
         "seconds, a timedelta, celery.schedules.schedule, solar, awa_beat.calendars.at, "
         "an rrule (RedBeat's or dateutil's) or an Awa cron expression string"
     )
+
+
+def _matching(parsed: CronExpression, expr: str) -> None:
+    if parsed.never_fires:
+        raise ScheduleError(f"{expr!r} matches no date (such as 30 February): it would "
+                            "never fire")
 
 
 def _is_rrule(schedule: Any) -> bool:
@@ -660,8 +813,45 @@ def _bounds(label: str, awa: Mapping[str, Any], schedule: Any,
         return Bounds()
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _never_fires(cron_expr: str, tz: str, bounds: Bounds, schedule: Any,
+                 now: datetime | None) -> tuple[str, str] | None:
+    """``(field, reason)`` when the schedule can never fire: from 1970 on, or with ``now``
+    from now on (a new row's first fire may be up to a minute old)."""
+    if now is None and not is_marker(cron_expr):
+        return None  # to_cron_expression refused a cron expression that matches no time
+    try:
+        start = _EPOCH if now is None else now - REGISTRATION_GRACE
+        if can_fire_from(calendar_for(cron_expr, tz), start):
+            return None
+    except ScheduleError:
+        return None  # reported as the zone's or the schedule's problem already
+    if now is not None and bounds.end is not None and bounds.end < now - REGISTRATION_GRACE:
+        return ("options.awa_beat.end_time",
+                f"{instant_text(bounds.end)} is past: the schedule would never fire")
+    if now is not None and isinstance(schedule, at):
+        return "schedule", (f"at({instant_text(schedule.instant)}) is past: it would "
+                            "never fire")
+    after = "" if now is None else f" after {instant_text(now)}"
+    return "schedule", f"{cron_expr!r} has no fire time{after}: it would never fire"
+
+
 def _interval_seconds(run_every: Any) -> int:
-    seconds = run_every.total_seconds() if isinstance(run_every, timedelta) else float(run_every)
+    if isinstance(run_every, timedelta):
+        seconds = run_every.total_seconds()
+    elif isinstance(run_every, (int, float)) and not isinstance(run_every, bool):
+        if run_every > MAX_INTERVAL_SECONDS:  # before float(): an int may be too large for it
+            raise ScheduleError(f"an interval of more than {MAX_INTERVAL_SECONDS} s "
+                                "(about ten years) is too long")
+        seconds = float(run_every)
+    else:
+        raise ScheduleError(f"an interval of {run_every!r} is not a number of seconds or a "
+                            "timedelta")
+    if seconds > MAX_INTERVAL_SECONDS:
+        raise ScheduleError(f"an interval of {seconds:g} s is too long; at most "
+                            f"{MAX_INTERVAL_SECONDS} s (about ten years)")
     if not math.isfinite(seconds) or seconds < 1:
         raise ScheduleError(f"an interval of {seconds:g} s is too short; the minimum is 1 second")
     if seconds != int(seconds):

@@ -12,7 +12,7 @@ import dataclasses
 import json
 import re
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import timedelta, timezone
 from typing import Any, TypeVar
 
 import click
@@ -21,24 +21,32 @@ from ..calendars import at
 from ..cron import load_timezone
 from ..errors import ScheduleError
 from ..fire_times import parse_iso
+from ..spec import MAX_INTERVAL_SECONDS
 from .context import database_url_option, friendly_errors, json_option, operations
 from .format import fmt, schedule_json
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_EVERY = re.compile(r"(\d+)\s*([smhd])")
+# ASCII digits only: str.isdigit() and \d also take "²" and other scripts' digits.
+_EVERY = re.compile(r"([0-9]+)\s*([smhd])", re.ASCII)
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def parse_every(text: str) -> timedelta:
     """``30s``, ``5m``, ``1h30m``, ``2d`` or a plain number of seconds."""
     value = text.strip().lower()
-    if value.isdigit():
-        return timedelta(seconds=int(value))
-    parts = _EVERY.findall(value)
-    if not parts or _EVERY.sub("", value).strip():
-        raise ScheduleError(f"--every {text!r}: give an interval such as 30s, 5m, 1h30m or 2d")
-    return timedelta(seconds=sum(int(n) * _UNITS[u] for n, u in parts))
+    if re.fullmatch(r"[0-9]+", value, re.ASCII):
+        seconds = int(value)
+    else:
+        parts = _EVERY.findall(value)
+        if not parts or _EVERY.sub("", value).strip():
+            raise ScheduleError(f"--every {text!r}: give an interval such as 30s, 5m, 1h30m "
+                                "or 2d")
+        seconds = sum(int(n) * _UNITS[u] for n, u in parts)
+    if seconds > MAX_INTERVAL_SECONDS:
+        raise ScheduleError(f"--every {text!r}: at most {MAX_INTERVAL_SECONDS // 86400} days "
+                            "(about ten years)")
+    return timedelta(seconds=seconds)
 
 
 def parse_at(text: str, zone: str | None = None) -> at:
@@ -54,6 +62,11 @@ def parse_at(text: str, zone: str | None = None) -> at:
             raise ScheduleError(f"--at {text!r} has no UTC offset; add one (e.g. +01:00) "
                                 "or give --tz")
         instant = instant.replace(tzinfo=load_timezone(zone))
+    try:
+        instant.astimezone(timezone.utc)
+    except OverflowError:
+        raise ScheduleError(f"--at {text!r} is out of range: give an instant from 1970 to "
+                            "9999") from None
     return at(instant)
 
 
@@ -78,6 +91,8 @@ def _json_value(option: str, text: str | None, kind: type) -> Any:
         value = json.loads(text)
     except ValueError as exc:
         raise ScheduleError(f"{option}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise ScheduleError(f"{option}: nested too deep") from None
     if not isinstance(value, kind):
         raise ScheduleError(f"{option}: must be a JSON {'list' if kind is list else 'object'}")
     return value
@@ -122,6 +137,8 @@ def entry_from_options(*, task: str | None = None, cron: str | None = None,
             options[key] = json.loads(value)
         except ValueError:
             options[key] = value  # a bare word: a string
+        except RecursionError:
+            raise ScheduleError(f"--option {key}: nested too deep") from None
     awa: dict[str, Any] = {}
     if queue is not None:
         options["queue"] = awa["queue"] = queue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 from celery.schedules import crontab, schedule, solar
@@ -10,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kombu import Queue
 
+from awa_beat.calendars import at
 from awa_beat.errors import ScheduleError, ValidationError
 from awa_beat.fire_times import calendar_for
 from awa_beat.spec import (
@@ -332,3 +334,181 @@ def test_a_spec_without_options_pickles_copies_and_serialises_and_stays_read_onl
     with pytest.raises(TypeError, match="read-only"):
         spec.options.update(queue="q")  # type: ignore[attr-defined]
     assert other.kwargs == {} and other.options == {}
+
+
+# -- issue 34: refusals that were tracebacks, coercions, schedules that never fire ----------
+
+
+def _problems(entry: dict[str, Any], name: str = "e", now: datetime | None = None
+              ) -> list[tuple[str, str, str]]:
+    with pytest.raises(ValidationError) as info:
+        spec_from_entry(name, entry, now=now)
+    return info.value.problems
+
+
+def _nested(depth: int) -> list[Any]:
+    outer: list[Any] = []
+    inner = outer
+    for _ in range(depth):
+        inner.append([])
+        inner = inner[0]
+    return outer
+
+
+def _circular() -> dict[str, Any]:
+    loop: dict[str, Any] = {}
+    loop["self"] = loop
+    return loop
+
+
+@pytest.mark.parametrize(("entry", "field"), [
+    ({"args": _nested(5000)}, "args"),
+    ({"args": [_circular()]}, "args"),
+    ({"kwargs": {"deep": _nested(5000)}}, "kwargs"),
+    ({"kwargs": _circular()}, "kwargs"),
+    ({"options": {"awa_beat": {"metadata": _circular()}}}, "options.awa_beat.metadata"),
+    ({"options": {"headers": _circular()}}, "options.headers"),
+])
+def test_deep_or_circular_values_are_refused_by_name(entry: dict[str, Any],
+                                                     field: str) -> None:
+    [(name, got, message)] = _problems({"task": "t", "schedule": 60, **entry})
+    assert (name, got) == ("e", field)
+    assert "nested more than 100 levels deep (or contains itself)" in message
+
+
+def test_nesting_up_to_the_limit_is_accepted() -> None:
+    spec = spec_from_entry("e", {"task": "t", "schedule": 60, "args": _nested(99)})
+    assert spec.args == tuple(_nested(99))
+
+
+@pytest.mark.parametrize(("schedule", "message"), [
+    (schedule("abc"), "an interval of 'abc' is not a number of seconds"),
+    pytest.param(10**400, "an interval of more than 316224000 s", id="10**400"),
+    (timedelta(days=2**20), "too long; at most 316224000 s"),
+])
+def test_bad_intervals_are_refused(schedule: Any, message: str) -> None:
+    [(_, field, text)] = _problems({"task": "t", "schedule": schedule})
+    assert field == "schedule" and message in text
+
+
+def test_an_rrule_of_an_unknown_frequency_is_refused() -> None:
+    from dateutil.rrule import rrule
+
+    rule = rrule(99, dtstart=datetime(2027, 1, 1))
+    [(_, field, text)] = _problems({"task": "t", "schedule": rule})
+    assert field == "schedule" and "rrule frequency 99" in text
+
+
+def test_a_schedule_object_that_cannot_be_read_is_named() -> None:
+    from dateutil.rrule import DAILY, rrule
+
+    broken = rrule(DAILY, dtstart=datetime(2027, 1, 1))
+    broken._dtstart = "2027-01-01"  # type: ignore[assignment]
+    [(_, field, text)] = _problems({"task": "t", "schedule": broken})
+    assert field == "schedule" and text.startswith("cannot be read: AttributeError")
+
+
+@pytest.mark.parametrize(("name", "entry", "field"), [
+    ("a\udc80b", {}, "name"),
+    ("e", {"task": "t\ud800"}, "task"),
+    ("e", {"kwargs": {"k": "v\udfff"}}, "kwargs"),
+    ("e", {"args": ["ok", {"\udc80": 1}]}, "args"),
+    ("e", {"options": {"awa_beat": {"tags": ["\ud800"]}}}, "options.awa_beat.tags"),
+    ("e", {"options": {"awa_beat": {"queue": "q\ud800"}}}, "options.awa_beat.queue"),
+    ("e", {"options": {"awa_beat": {"metadata": {"k": "\ud800"}}}}, "options.awa_beat.metadata"),
+    ("e", {"options": {"expires": 60, "routing_key": "\ud800"}}, "options.routing_key"),
+])
+def test_text_postgresql_cannot_store_is_refused(name: str, entry: dict[str, Any],
+                                                 field: str) -> None:
+    problems = _problems({"task": "t", "schedule": 60, **entry}, name=name)
+    assert [(n, f) for n, f, _ in problems] == [(name, field)]
+    assert "surrogate" in problems[0][2] or "not text" in problems[0][2]
+
+
+def test_sizes_postgresql_would_refuse_are_refused_first() -> None:
+    [(label, field, text)] = _problems({"task": "t", "schedule": 60}, name="n" * 2700)
+    assert field == "name" and label.startswith("nnnn") and len(label) < 100
+    assert "2700 bytes" in text and "at most 2000" in text
+    # Multi-byte characters count as bytes.
+    [(_, field, _)] = _problems({"task": "t", "schedule": 60}, name="é" * 1001)
+    assert field == "name"
+    spec_from_entry("é" * 1000, {"task": "t", "schedule": 60})
+    [(_, field, text)] = _problems({"task": "t", "schedule": 60,
+                                   "kwargs": {"blob": "x" * (1 << 20)}})
+    assert field == "kwargs" and "at most 1048576" in text
+    [(_, field, _)] = _problems({"task": "t", "schedule": 60,
+                                "args": ["x" * 1000] * 1100})
+    assert field == "args"
+
+
+@pytest.mark.parametrize(("entry", "field", "message"), [
+    ({"args": {"a": 1}}, "args", "a dict would give its keys alone"),
+    ({"args": {"a", "b"}}, "args", "a set has no fixed order"),
+    ({"args": frozenset({1})}, "args", "a set has no fixed order"),
+    ({"options": {"awa_beat": {"tags": {"a": 1}}}}, "options.awa_beat.tags", "dict"),
+    ({"options": {"awa_beat": {"tags": {"a", "b"}}}}, "options.awa_beat.tags", "set"),
+    ({"task": "   "}, "task", "not blank"),
+    ({"task": "\t\n"}, "task", "not blank"),
+])
+def test_nothing_is_silently_coerced(entry: dict[str, Any], field: str, message: str) -> None:
+    [(_, got, text)] = _problems({"task": "t", "schedule": 60, **entry})
+    assert got == field and message in text
+
+
+def test_args_of_any_sequence_are_kept_in_order() -> None:
+    assert spec_from_entry("e", {"task": "t", "schedule": 60,
+                                 "args": (x for x in (3, 1, 2))}).args == (3, 1, 2)
+
+
+NOW = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("schedule", [
+    "0 0 30 2 *",
+    "0 0 0 31 4 *",
+    "0 0 31 2,4,6,9,11 *",
+])
+def test_a_calendar_that_matches_no_date_is_refused_always(schedule: Any) -> None:
+    for now in (None, NOW):
+        [(_, field, text)] = _problems({"task": "t", "schedule": schedule}, now=now)
+        assert field == "schedule" and "never fire" in text
+
+
+def test_an_rrule_with_no_occurrence_is_refused_always() -> None:
+    from dateutil.rrule import DAILY, rrule
+
+    for rule in (rrule(DAILY, dtstart=datetime(2027, 1, 1), count=0),
+                 rrule(DAILY, dtstart=datetime(2027, 1, 1), until=datetime(2026, 1, 1))):
+        for now in (None, NOW):
+            [(_, field, text)] = _problems({"task": "t", "schedule": rule}, now=now)
+            assert field == "schedule" and "never fire" in text
+
+
+def test_what_is_past_is_refused_for_a_write_made_now() -> None:
+    from dateutil.rrule import DAILY, rrule
+
+    past_end = {"task": "t", "schedule": 60,
+                "options": {"awa_beat": {"end_time": "2026-12-01T00:00:00Z"}}}
+    past_at = {"task": "t", "schedule": at(datetime(2026, 12, 1, tzinfo=UTC))}
+    past_rule = {"task": "t", "schedule": rrule(DAILY, dtstart=datetime(2026, 11, 1),
+                                                 count=3)}
+    for entry, field, message in (
+            (past_end, "options.awa_beat.end_time", "2026-12-01T00:00:00Z is past"),
+            (past_at, "schedule", "at(2026-12-01T00:00:00Z) is past"),
+            (past_rule, "schedule", "has no fire time after 2026-12-07T12:00:00Z")):
+        [(_, got, text)] = _problems(entry, now=NOW)
+        assert got == field and message in text and "never fire" in text
+        # A configuration is read without a clock (beat must start however old it is):
+        # doctor and the dashboard flag such rows instead.
+        spec_from_entry("e", entry)
+    # A new schedule's first fire may be up to a minute old (Awa's first registration).
+    spec_from_entry("e", {"task": "t", "schedule": at(NOW - timedelta(seconds=30))}, now=NOW)
+    spec_from_entry("e", {**past_end, "options": {"awa_beat": {
+        "end_time": NOW + timedelta(hours=1)}}}, now=NOW)
+
+
+def test_an_at_out_of_range_is_refused() -> None:
+    for instant in (datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=14))),
+                    datetime(1, 1, 2, tzinfo=UTC), datetime(1969, 12, 31, tzinfo=UTC)):
+        [(_, field, text)] = _problems({"task": "t", "schedule": at(instant)})
+        assert field == "schedule" and "out of range" in text
