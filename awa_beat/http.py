@@ -84,6 +84,10 @@ class _Server(ThreadingHTTPServer):
     block_on_close = False
     endpoint: Endpoint
 
+    if TYPE_CHECKING:
+        # socketserver's accept-then-dispatch step (serve_forever's), left out of its stubs.
+        def _handle_request_noblock(self) -> None: ...
+
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Server

@@ -102,9 +102,9 @@ def use_json(*loggers: logging.Logger) -> int:
     targets = loggers or (logging.getLogger(), logging.getLogger("awa_beat"))
     handlers = {id(h): h for lg in targets for h in lg.handlers}
     if not handlers:
-        handler = logging.StreamHandler()
-        logging.getLogger().addHandler(handler)
-        handlers = {id(handler): handler}
+        stream = logging.StreamHandler()
+        logging.getLogger().addHandler(stream)
+        handlers = {id(stream): stream}
     formatter = JsonFormatter()
     for handler in handlers.values():
         handler.setFormatter(formatter)

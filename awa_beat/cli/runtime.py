@@ -142,11 +142,11 @@ def entry_from_options(*, task: str | None = None, cron: str | None = None,
     awa: dict[str, Any] = {}
     if queue is not None:
         options["queue"] = awa["queue"] = queue
-    for key, value in (("timezone", tz), ("missed_fire_policy", policy),
-                       ("dispatch", dispatch), ("priority", priority),
-                       ("max_attempts", max_attempts)):
-        if value is not None:
-            awa[key] = value
+    for key, setting in (("timezone", tz), ("missed_fire_policy", policy),
+                         ("dispatch", dispatch), ("priority", priority),
+                         ("max_attempts", max_attempts)):
+        if setting is not None:
+            awa[key] = setting
     if tags:
         awa["tags"] = list(tags)
     if awa:

@@ -61,7 +61,7 @@ def web(database_url: str | None, bind: str, port: int, password_file: str | Non
     app = create_app(database_url_for(database_url), config=config)
     try:
         server = make(app, bind, port)
-        host, port_ = server.server_address[:2]
+        host, port_ = server.host_and_port
         shown = f"[{host}]" if ":" in str(host) else host
         click.echo(f"awa-beat web on http://{shown}:{port_}/"
                    + (" (read-only)" if read_only else "")

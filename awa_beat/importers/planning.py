@@ -98,8 +98,9 @@ def plan(results: Sequence[Result], existing: Mapping[str, Any], deployment: str
         if fields:
             out.changed.append((result.name, fields))
         stored, imported = row.last_enqueued_at, result.cursor
-        moves = imported is not None and (stored is None or imported > stored)
-        if moves:
+        moves = False
+        if imported is not None and (stored is None or imported > stored):
+            moves = True
             out.cursor_moves.append((result.name, stored, imported))
         elif imported is not None and stored is not None and imported < stored:
             out.cursor_kept.append((result.name, stored, imported))

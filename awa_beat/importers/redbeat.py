@@ -76,7 +76,7 @@ class _RRule:
         return rrule(freq, **d)
 
 
-class _Weekday(dict):  # type: ignore[type-arg]
+class _Weekday(dict[str, Any]):
     """A decoded dateutil ``weekday`` (inside an rrule)."""
 
 

@@ -40,6 +40,12 @@ class ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
     daemon_threads = True
     allow_reuse_address = True
 
+    @property
+    def host_and_port(self) -> tuple[str, int]:
+        """Where it listens (``server_address`` is typed for every socket family)."""
+        host, port = self.server_address[:2]
+        return str(host), int(port)
+
 
 class IPv6ThreadingServer(ThreadingServer):
     address_family = socket.AF_INET6
@@ -61,7 +67,7 @@ def make(app: Dashboard, bind: str = "127.0.0.1", port: int = 8080) -> Threading
     check_bind(bind, app.config)
     server_class = IPv6ThreadingServer if ":" in bind else ThreadingServer
     try:
-        return make_server(bind, port, app,  # type: ignore[return-value]
+        return make_server(bind, port, app,
                            server_class=server_class, handler_class=QuietHandler)
     except OSError as exc:  # a busy port, an address this host does not have
         raise EndpointError(f"the dashboard cannot listen on {bind}:{port}: "

@@ -160,3 +160,27 @@ def test_web_on_a_busy_port_is_one_line(databases, tmp_path: Path) -> None:
     assert result.returncode == 1, result.stderr
     assert result.stderr == (f"error: the dashboard cannot listen on 127.0.0.1:{port}: "
                              "Address already in use\n")
+
+
+@pytest.mark.parametrize("bind, shown", [("127.0.0.1", "127.0.0.1"), ("::1", "[::1]")])
+def test_web_says_where_it_listens(databases, tmp_path: Path, bind: str, shown: str) -> None:
+    pytest.importorskip("jinja2")
+    if ":" in bind and not socket.has_ipv6:
+        pytest.skip("no IPv6 here")
+    url = databases.fresh("standalone")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "awa_beat", "web", "--port", "0", "--bind", bind,
+         "--database-url", url], stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        env=app_env(tmp_path))
+    try:
+        assert server.stderr is not None
+        line = server.stderr.readline()  # the first thing it prints, once listening
+        prefix = f"awa-beat web on http://{shown}:"
+        assert line.startswith(prefix) and line.endswith("/ (no login: loopback only)\n"), line
+        port = int(line[len(prefix):].split("/", 1)[0])
+        with socket.create_connection((bind, port), timeout=10) as conn:
+            conn.sendall(b"GET /schedules HTTP/1.0\r\n\r\n")
+            assert conn.recv(12).startswith(b"HTTP/1.0 200")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
