@@ -63,6 +63,17 @@ class SchemaError(StoreError):
     """The database schema is missing, too old, or not ours to change."""
 
 
+class UnknownSchema(SchemaError):
+    """``awa.cron_jobs`` has columns, triggers or rules this awa-beat does not know (a
+    newer Awa's, or a change by hand): awa-beat would misread its rows or take a write
+    the database skipped for done, so it refuses to use the database at all."""
+
+
+class WriteNotApplied(StoreError):
+    """A write that had to change a schedule's row changed none: something in the
+    database (a trigger, a rule) skipped it. Nothing of that write was kept."""
+
+
 class NotFound(StoreError):
     """No schedule has the given name."""
 

@@ -32,7 +32,9 @@ from .errors import (
     NotFound,
     ScheduleExists,
     ScheduleOwned,
+    SchemaError,
     SessionLockUnsupported,
+    UnknownSchema,
 )
 from .fire_times import POLICIES, calendar_for, due_fires, every_seconds, next_fire_after
 from .leader import Leadership
@@ -791,6 +793,12 @@ def diagnose(url: str, **kwargs: Any) -> Iterator[Check]:
     :class:`Operations`): first whether it can be reached at all."""
     try:
         ops = Operations.open(url, **kwargs)
+    except SchemaError as exc:  # it answered: what it holds is what awa-beat cannot use
+        yield Check(True, f"database reachable ({redact(url)})")
+        yield Check(False, f"schema: {exc}", "run `awa-beat migrate` (and Awa's own "
+                    "migrations)" if not isinstance(exc, UnknownSchema) else
+                    "keep an awa-beat release that supports this Awa schema")
+        return
     except AwaBeatError as exc:
         yield Check(False, f"database reachable: {exc}",
                     "check the URL, that PostgreSQL runs and accepts connections from here")

@@ -34,7 +34,14 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from . import schema
 from .config import redact
-from .errors import DatabaseUnavailable, NotFound, SchemaError, StoreError, first_line
+from .errors import (
+    DatabaseUnavailable,
+    NotFound,
+    SchemaError,
+    StoreError,
+    WriteNotApplied,
+    first_line,
+)
 from .markers import RETIRED_BY
 from .records import (
     Contact,
@@ -110,6 +117,11 @@ def typed_error(exc: psycopg.Error, message: str) -> StoreError:
     missing schema (migrate) from anything else the server refused, without psycopg."""
     if isinstance(exc, (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName)):
         return SchemaError(message)
+    if isinstance(exc, psycopg.errors.ObjectNotInPrerequisiteState):
+        # SQLSTATE 55000: the row is in a state that forbids the write (a newer Awa's
+        # trigger refuses to delete a row another owner holds). Checked first: psycopg
+        # files it under OperationalError, which would read as an outage to retry.
+        return WriteNotApplied(message)
     if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
         return DatabaseUnavailable(message)
     return StoreError(message)
@@ -129,6 +141,19 @@ def one_row(row: tuple[Any, ...] | None, action: str) -> tuple[Any, ...]:
     if row is None:
         raise StoreError(f"{action} failed: the database returned no row")
     return row
+
+
+def changed(conn: psycopg.Connection, row: Any, name: str, action: str) -> Any:
+    """``row``, what a write that must change ``name``'s row returned. When it is None
+    the write changed nothing: :class:`NotFound` if no such row exists, else
+    :class:`WriteNotApplied` (a trigger or rule of the database skipped it), never a
+    silent success."""
+    if row is not None:
+        return row
+    if conn.execute(queries["schedule_exists"], {"name": name}).fetchone() is None:
+        raise NotFound(f"no schedule named {name!r}")
+    raise WriteNotApplied(f"{action} {name!r} changed nothing: the database skipped the "
+                          "write (a trigger or rule on awa.cron_jobs); nothing was written")
 
 
 def _json(value: Any) -> Any:
@@ -241,7 +266,9 @@ class Store:
         with (nullcontext(conn) if conn is not None else
               connect(self.conninfo, connect_timeout=max(1, int(timeout)))) as direct, \
                 wrap_errors("reading the schema"):
-            self.awa_owned = schema.awa_version(direct) is not None
+            # Every surface opens a store (beat, the CLI, the API, the dashboard): each
+            # refuses here, in one line, a table it does not know.
+            self.awa_owned = schema.check_layout(direct) is not None
         try:
             self._pool.open(wait=True, timeout=timeout)
         except Exception as exc:
@@ -529,7 +556,12 @@ class Store:
         params = {**sync_params(rows, deployment), "replace": replace}
         row = psycopg.Cursor(conn).execute(queries["upsert_runtime_schedules"], params,
                                            prepare=False).fetchone()
-        inserted, updated = (int(row[0]), int(row[1])) if row else (0, 0)
+        inserted, updated, skipped = (int(row[0]), int(row[1]), row[2]) if row else (0, 0, [])
+        if replace and skipped:
+            # Every row is written when replacing: one that was not, the database skipped.
+            raise WriteNotApplied(
+                f"writing {', '.join(map(repr, skipped))} changed nothing: the database "
+                "skipped the write (a trigger or rule on awa.cron_jobs); nothing was written")
         return SyncResult(inserted, updated, len(rows) - inserted - updated)
 
     def get_many(self, names: Sequence[str]) -> list[ScheduleRow]:
@@ -551,15 +583,12 @@ class Store:
               conn: psycopg.Connection | None = None) -> datetime:
         with self._on(conn) as c, wrap_errors(f"pausing {name!r}"):
             row = c.execute(queries["pause_schedule"], {"name": name, "by": by}).fetchone()
-        if row is None:
-            raise NotFound(f"no schedule named {name!r}")
-        return row[0]
+            return changed(c, row, name, "pausing")[0]
 
     def resume(self, name: str, *, conn: psycopg.Connection | None = None) -> None:
         with self._on(conn) as c, wrap_errors(f"resuming {name!r}"):
             row = c.execute(queries["resume_schedule"], {"name": name}).fetchone()
-        if row is None:
-            raise NotFound(f"no schedule named {name!r}")
+            changed(c, row, name, "resuming")
 
     def trigger(self, name: str, *, conn: psycopg.Connection | None = None) -> int:
         """Insert one job for ``name`` now, even while paused; the cursor is left alone."""
@@ -571,10 +600,16 @@ class Store:
         return int(row[0])
 
     def remove(self, name: str, *, conn: psycopg.Connection | None = None) -> bool:
-        """Delete the schedule row; jobs it already fired stay. False if there was none."""
+        """Delete the schedule row; jobs it already fired stay. False if there was none;
+        :class:`WriteNotApplied` if there is one and the database kept it."""
         with self._on(conn) as c, wrap_errors(f"removing {name!r}"):
             row = c.execute(queries["remove_schedule"], {"name": name}).fetchone()
-        return bool(row and row[0])
+            if not (row and row[0]):
+                try:
+                    changed(c, None, name, "removing")  # raises: which of the two?
+                except NotFound:
+                    return False
+        return True
 
     def jobs(self, name: str, limit: int = 10) -> list[dict[str, Any]]:
         """The newest jobs fired (or triggered) for ``name``."""
@@ -769,9 +804,7 @@ class Store:
         with self._on(conn) as c, wrap_errors(f"pausing {name!r}"):
             row = c.execute(queries["pause_schedule_with_note"],
                             {"name": name, "by": by, "note": note}).fetchone()
-        if row is None:
-            raise NotFound(f"no schedule named {name!r}")
-        return row[0]
+            return changed(c, row, name, "pausing")[0]
 
     def pause_note(self, name: str) -> str | None:
         """The note of ``name``'s current pause, if it was given one."""

@@ -12,6 +12,23 @@ SELECT max(version) AS version FROM awa.schema_version;
 -- Whether Awa itself is installed: it owns the awa schema then, and we never change it.
 SELECT to_regclass('awa.schema_version') IS NOT NULL AS present;
 
+-- cron_jobs_shape --
+-- What awa.cron_jobs looks like: its columns, and the enabled triggers and the rules on
+-- it (all empty while the table does not exist). A newer Awa adds columns and triggers
+-- that change what a write does; awa-beat refuses a table it does not know
+-- (schema.check_layout).
+SELECT ARRAY(SELECT a.attname::text FROM pg_attribute a
+              WHERE a.attrelid = to_regclass('awa.cron_jobs') AND a.attnum > 0
+                AND NOT a.attisdropped
+              ORDER BY a.attnum) AS columns,
+       ARRAY(SELECT t.tgname::text FROM pg_trigger t
+              WHERE t.tgrelid = to_regclass('awa.cron_jobs') AND NOT t.tgisinternal
+                AND t.tgenabled <> 'D'
+              ORDER BY t.tgname) AS triggers,
+       ARRAY(SELECT r.rulename::text FROM pg_rewrite r
+              WHERE r.ev_class = to_regclass('awa.cron_jobs')
+              ORDER BY r.rulename) AS rules;
+
 -- lock_migrations --
 -- Serialise concurrent migrations across replicas; the lock is ours, never Awa's.
 SELECT pg_advisory_xact_lock(%(key)s);
@@ -124,7 +141,10 @@ WITH input AS (
     -- 30 and 30.0 are equal as jsonb, but a row kept as 30 while the configuration
     -- says 30.0 would never match the configuration's record.
     SELECT i.* FROM input i
-      LEFT JOIN LATERAL (SELECT * FROM awa.cron_jobs c WHERE c.name = i.name OFFSET 0) c
+      LEFT JOIN LATERAL (SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args,
+                                c.priority, c.max_attempts, c.tags, c.metadata,
+                                c.missed_fire_policy
+                           FROM awa.cron_jobs c WHERE c.name = i.name OFFSET 0) c
         ON true
      WHERE c.name IS NULL
         OR (c.cron_expr, c.timezone, c.kind, c.queue, c.args::text, c.priority,
@@ -440,11 +460,17 @@ SELECT j.id
 
 -- remove_schedule --
 -- Jobs already fired are not touched; a run count goes with the row (a schedule added
--- again under the name starts from none).
+-- again under the name starts from none). The owner and the count go only with a row
+-- that went: a trigger that skips the delete leaves all three as they were.
 WITH gone AS (DELETE FROM awa.cron_jobs WHERE name = %(name)s RETURNING name),
-     unowned AS (DELETE FROM awa_beat.schedules WHERE name = %(name)s),
-     uncounted AS (DELETE FROM awa_beat.schedule_runs WHERE name = %(name)s)
+     unowned AS (DELETE FROM awa_beat.schedules WHERE name IN (SELECT name FROM gone)),
+     uncounted AS (DELETE FROM awa_beat.schedule_runs WHERE name IN (SELECT name FROM gone))
 SELECT count(*) AS removed FROM gone;
+
+-- schedule_exists --
+-- Whether a row named so exists: a write that changed no row tells an unknown name
+-- from a write the database skipped.
+SELECT true AS present FROM awa.cron_jobs WHERE name = %(name)s;
 
 -- jobs_for_schedule --
 SELECT id, kind, queue, args, state::text AS state, priority, max_attempts, metadata, tags,
@@ -638,7 +664,11 @@ WITH at AS (
        SET deployment = EXCLUDED.deployment, owner = 'runtime', registered_at = now()
 )
 SELECT count(*) FILTER (WHERE inserted) AS inserted,
-       count(*) FILTER (WHERE NOT inserted) AS updated
+       count(*) FILTER (WHERE NOT inserted) AS updated,
+       -- The names not written: existing ones without %(replace)s, else rows the
+       -- database skipped (a trigger), which the caller must not take for written.
+       ARRAY(SELECT i.name FROM input i WHERE i.name NOT IN (SELECT name FROM written)
+              ORDER BY i.name) AS skipped
   FROM written;
 
 -- recent_jobs --
@@ -710,7 +740,8 @@ DELETE FROM awa_beat.beats WHERE identity = %(identity)s;
 
 -- list_beats --
 -- Beats seen recently, with whether each leader's lock is really held right now.
-SELECT b.*, now() - b.seen_at AS age,
+SELECT b.identity, b.host, b.pid, b.deployment, b.lock_key, b.role, b.started_at,
+       b.leader_since, b.seen_at, b.last_lag_ms, now() - b.seen_at AS age,
        EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a USING (pid)
                 WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
                   AND ((l.classid::bigint << 32) | l.objid::bigint) = b.lock_key
@@ -959,7 +990,9 @@ WITH sched AS (
            NULL::timestamptz AS last_fire_time, 1 AS count, NULL::text AS reason
       FROM jobs j
       LEFT JOIN LATERAL (
-           SELECT * FROM awa_beat.outcomes o
+           SELECT o.task_id, o.state, o.started_at, o.finished_at, o.runtime, o.worker,
+                  o.error, o.duplicates
+             FROM awa_beat.outcomes o
             WHERE o.schedule = %(name)s
               AND (o.fire_time = j.fire_time OR (j.fire_time IS NULL AND o.job_id = j.id))
             LIMIT 1) o ON true
