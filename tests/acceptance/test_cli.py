@@ -136,17 +136,6 @@ def test_celery_awa_finds_the_embedded_database_a_beat_started(tmp_path: Path,
     assert [r["name"] for r in json.loads(result.stdout)] == ["quickstart"]
 
 
-def test_no_database_is_one_line_and_exit_code_1(tmp_path: Path) -> None:
-    # The README: mistakes end in a one-line `error: ...` and exit code 1.
-    env = {**app_env(tmp_path), "AWA_BEAT_EMBEDDED_DIR": str(tmp_path / "none" / "pgdata")}
-    result = subprocess.run([sys.executable, "-m", "awa_beat", "list"], capture_output=True,
-                            text=True, cwd=tmp_path, env=env, timeout=60)
-    assert result.returncode == 1, result.stderr
-    assert result.stderr.startswith("error: no database: ")
-    assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr
-    assert not (tmp_path / "none").exists()  # nothing made
-
-
 def test_web_on_a_busy_port_is_one_line(databases, tmp_path: Path) -> None:
     pytest.importorskip("jinja2")
     url = databases.fresh("standalone")

@@ -69,6 +69,7 @@ def test_no_database_is_a_one_line_error_exiting_1(no_embedded: Path) -> None:
     assert result.exit_code == 1  # as the README promises
     assert result.stderr.startswith("error: no database: pass --database-url")
     assert len(result.stderr.strip().splitlines()) == 1 and "Usage" not in result.output
+    assert not (no_embedded / "pgdata").exists()  # no server made for a typo'd setting
 
 
 # -- fires, problems and exports -----------------------------------------------------------
