@@ -1,0 +1,262 @@
+"""Matrix, the dashboard in Chromium: the list with every filter and a search, the page of
+every type, and the add and edit forms, in both layouts.
+
+One ``awa-beat web`` server per layout and one browser serve the module. The list page
+with every type is saved as ``matrix-schedules-<layout>.png`` in $AWA_BEAT_SCREENSHOTS
+(else the test's temporary directory).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from awa_beat.store import connect
+
+# Skips this module as it skips its own without Chromium or Playwright.
+from tests.acceptance.test_web import CHROMIUM, WebConfig, expect, serve, sync_api
+from tests.conftest import LAYOUTS
+from tests.matrix.catalogue import CATALOGUE, NAMES, PAUSED_BY, MatrixDB, stored_rows
+
+pytestmark = pytest.mark.acceptance
+UTC = timezone.utc
+SHOTS = os.environ.get("AWA_BEAT_SCREENSHOTS")
+MARKERS_500 = "issue 34 defect 1: the dashboard answers 500 for solar, at, rrule and bounded rows"
+NO_BOUND_FIELDS = "issue 34 defect 4: the dashboard's form has no field for the bounds"
+PAUSED_COUNTDOWN = "issue 34 defect 5: a paused schedule shows a next-fire countdown"
+MARKER_ROWS = {n for n, e in CATALOGUE.items() if e.marker not in (None, "every")}
+"""The rows whose page answers 500 today (defect 1)."""
+
+
+@pytest.fixture(scope="module")
+def web_url(shared_matrix_db: MatrixDB) -> Iterator[str]:
+    yield from serve(shared_matrix_db.url, WebConfig())
+
+
+@pytest.fixture(scope="module")
+def browser(matrix_templates: Any) -> Iterator[Any]:
+    # Both layouts' databases first: awa-pg's migration runs an event loop of its own,
+    # which cannot start inside Playwright's.
+    for layout in LAYOUTS:
+        matrix_templates.template(layout)
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def page(browser: Any) -> Iterator[Any]:
+    """One page for the module's tests, each of which starts with a navigation."""
+    context = browser.new_context(viewport={"width": 1600, "height": 1000})
+    context.set_default_timeout(10_000)
+    yield context.new_page()
+    context.close()
+
+
+def forms_on_standalone(db: MatrixDB) -> None:
+    """The forms write through the operations the API and CLI cells drive in both layouts:
+    they run on the standalone layout only."""
+    if db.layout != "standalone":
+        pytest.skip("forms: standalone layout only")
+
+
+def goto(page: Any, url: str) -> None:
+    response = page.goto(url)
+    assert response is not None and response.status == 200, (
+        response and response.status, page.inner_text("body")[:300])
+
+
+def saved(page: Any) -> None:
+    """Submit the form; the page it leads to must answer."""
+    with page.expect_navigation() as navigation:
+        page.click("#save")
+    response = navigation.value
+    assert response is not None and response.status == 200, (
+        response and response.status, page.inner_text("body")[:300])
+
+
+def shown_names(page: Any) -> set[str]:
+    rows = page.locator("#schedules tbody tr[data-name]")
+    return {rows.nth(i).get_attribute("data-name") for i in range(rows.count())}
+
+
+def marked(name: str, defects: dict[str, str]) -> Any:
+    reason = defects.get(name)
+    return pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=reason)
+                        ) if reason else name
+
+
+def utc_text(t: datetime | None) -> str:
+    assert t is not None
+    return t.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+# -- the list ----------------------------------------------------------------------------------
+
+
+@pytest.mark.xfail(strict=True, reason=MARKERS_500)
+def test_the_list_shows_every_type(page: Any, web_url: str, shared_matrix_db: MatrixDB,
+                                   tmp_path: Path) -> None:
+    response = page.goto(f"{web_url}/schedules")
+    shots = Path(SHOTS) if SHOTS else tmp_path
+    shots.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(shots / f"matrix-schedules-{shared_matrix_db.layout}.png"),
+                    full_page=True)
+    assert response is not None and response.status == 200, page.inner_text("body")[:300]
+    expect(page.locator("#total")).to_have_text(f"{len(NAMES)} matching")
+    assert shown_names(page) == set(NAMES)
+    for name, entry in CATALOGUE.items():
+        row = page.locator(f"tr[data-name='{name}']")
+        expect(row).to_contain_text(name)
+        if entry.state == "paused":
+            expect(row).to_contain_text(PAUSED_BY)
+        if entry.paused:  # no countdown to a fire that will not come
+            assert row.locator(".countdown").count() == 0, name
+
+
+def expected(**where: Any) -> set[str]:
+    return {n for n, e in CATALOGUE.items()
+            if all(getattr(e, k) == v if not callable(v) else v(e) for k, v in where.items())}
+
+
+#: query -> the names it must show
+FILTERS: dict[str, set[str]] = {
+    "paused=yes": expected(paused=True),
+    "paused=no": expected(paused=False),
+    "owner=matrix": set(NAMES),  # runtime rows written through it included
+    "owner=~runtime": expected(owner="runtime"),
+    "owner=~none": set(),
+    "state=failing": set(),
+    "q=INTERVAL": {"grid-interval", "offgrid-interval"},
+    "q=bound&paused=no&owner=~runtime": {"bound-start", "bound-max-runs"},
+    "q=zone": {"cron-zone"},
+}
+
+
+@pytest.mark.parametrize("query", [
+    pytest.param(q, marks=pytest.mark.xfail(strict=True, reason=MARKERS_500))
+    if names & MARKER_ROWS else q for q, names in FILTERS.items()])
+def test_each_filter_and_search_shows_its_types(page: Any, web_url: str, query: str) -> None:
+    goto(page, f"{web_url}/schedules?{query}")
+    assert shown_names(page) == FILTERS[query]
+    expect(page.locator("#total")).to_have_text(f"{len(FILTERS[query])} matching")
+
+
+def test_the_overdue_filter(page: Any, web_url: str, shared_matrix_db: MatrixDB) -> None:
+    # No beat runs here: every cursor is moved to now, as a beat firing on time leaves
+    # them, but the 7 s interval's, an hour back: it alone is overdue.
+    with connect(shared_matrix_db.url) as conn:
+        conn.execute("UPDATE awa.cron_jobs SET last_enqueued_at = CASE name"
+                     " WHEN 'offgrid-interval' THEN now() - interval '1 hour' ELSE now() END")
+    goto(page, f"{web_url}/schedules?state=overdue")
+    assert shown_names(page) == {"offgrid-interval"}
+    expect(page.locator("#total")).to_have_text("1 matching")
+
+
+@pytest.mark.xfail(strict=True, reason=MARKERS_500)
+def test_filtering_through_the_form(page: Any, web_url: str) -> None:
+    goto(page, f"{web_url}/schedules")
+    page.fill("input[name=q]", "-")
+    page.select_option("select[name=paused]", "yes")
+    page.select_option("select[name=owner]", "matrix")
+    page.click("button:has-text('Filter')")
+    expect(page.locator("#total")).to_have_text("2 matching")
+    assert shown_names(page) == {"paused", "retired"}
+
+
+# -- each schedule's page ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", [marked(n, {
+    **{m: MARKERS_500 for m in MARKER_ROWS}, "paused": PAUSED_COUNTDOWN}) for n in NAMES])
+def test_the_page_of_each_type(page: Any, web_url: str, name: str) -> None:
+    entry = CATALOGUE[name]
+    goto(page, f"{web_url}/schedule?name={name}")
+    row = page.locator("#row")
+    expect(row).to_contain_text(entry.cron_expr)
+    expect(row).to_contain_text(entry.timezone)
+    upcoming = page.locator("#upcoming")
+    if entry.state == "active":
+        now = datetime.now(UTC)
+        first = {utc_text(entry.calendar(now)), utc_text(entry.calendar(datetime.now(UTC)))}
+        assert any(t in upcoming.inner_text() for t in first), upcoming.inner_text()
+    else:  # no countdown to a fire that will not come
+        assert page.locator(".countdown").count() == 0
+    # Only runtime rows are edited here; a beat_schedule's are changed where configured.
+    expect(page.locator("#edit")).to_have_count(1 if entry.owner == "runtime" else 0)
+
+
+# -- the forms ------------------------------------------------------------------------------------
+
+#: How the add form says each type: kind, schedule, time zone, bound fields.
+FORMS: dict[str, tuple[str, str, str, dict[str, str]]] = {
+    "cron-zone": ("cron", "30 7 * * *", "Europe/Paris", {}),
+    "grid-interval": ("every", "600", "", {}),
+    "offgrid-interval": ("every", "7", "", {}),
+    "solar": ("solar", "sunrise:48.8566:2.3522", "", {}),
+    "at": ("at", "2031-01-01T09:00:00+00:00", "", {}),
+    "rrule": ("cron", "@rrule DTSTART=20260105T090000;FREQ=WEEKLY;BYDAY=MO,WE",
+              "Europe/Berlin", {}),
+    "bound-start": ("cron", "0 * * * *", "", {"start_time": "2030-06-01T00:00:00Z"}),
+    "bound-end": ("cron", "0 * * * *", "", {"end_time": "2035-01-01T00:00:00Z"}),
+    "bound-max-runs": ("cron", "15 * * * *", "", {"max_runs": "3"}),
+    "one-off": ("cron", "45 4 * * *", "", {"one_off": "on"}),
+    "paused": ("cron", "0 3 * * *", "", {}),
+}
+
+
+@pytest.mark.parametrize("name", [marked(n, {
+    **{m: MARKERS_500 for m in MARKER_ROWS},
+    **{b: NO_BOUND_FIELDS for b, f in FORMS.items() if f[3]}}) for n in FORMS])
+def test_add_each_type_through_the_form(page: Any, web_url: str, shared_matrix_db: MatrixDB,
+                                        name: str) -> None:
+    forms_on_standalone(shared_matrix_db)
+    entry, new = CATALOGUE[name], f"web-{name}"
+    kind, schedule, zone, bounds = FORMS[name]
+    goto(page, f"{web_url}/schedule/new")
+    page.fill("input[name=name]", new)
+    page.fill("input[name=task]", entry.task)
+    page.select_option("select[name=kind]", kind)
+    page.fill("input[name=schedule]", schedule)
+    page.fill("input[name=timezone]", zone)
+    for field_, value in bounds.items():
+        field = page.locator(f"[name={field_}]")
+        assert field.count() == 1, f"no {field_} field"
+        if value == "on":
+            field.check()
+        else:
+            field.fill(value)
+    saved(page)
+    expect(page.locator("#flash")).to_have_text("Added.")
+    expect(page.locator("#row")).to_contain_text(entry.cron_expr)
+    row = stored_rows(shared_matrix_db.url)[new]
+    assert (row["cron_expr"], row["timezone"], row["owner"]) == (
+        entry.cron_expr, entry.timezone, "runtime")
+    if entry.state == "paused":
+        page.click("#pause")
+        expect(page.locator("#flash")).to_have_text("Paused.")
+
+
+@pytest.mark.parametrize("name", [marked(n, {m: MARKERS_500 for m in MARKER_ROWS})
+                                  for n in NAMES if CATALOGUE[n].owner == "runtime"])
+def test_edit_each_runtime_type_through_the_form(page: Any, web_url: str,
+                                                 shared_matrix_db: MatrixDB, name: str) -> None:
+    forms_on_standalone(shared_matrix_db)
+    entry = CATALOGUE[name]
+    before = stored_rows(shared_matrix_db.url)[name]
+    goto(page, f"{web_url}/schedule?name={name}")
+    page.click("#edit")
+    seconds = entry.cron_expr.removeprefix("@every ").removesuffix("s")
+    expect(page.locator("input[name=schedule]")).to_have_value(
+        seconds if entry.marker == "every" else entry.cron_expr)
+    page.fill("input[name=queue]", "reports")
+    saved(page)
+    expect(page.locator("#flash")).to_have_text("Saved.")
+    assert stored_rows(shared_matrix_db.url)[name] == before  # calendar, state, owner stay
+    expect(page.locator("#row")).to_contain_text("reports")
