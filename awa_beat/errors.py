@@ -32,6 +32,11 @@ class ValidationError(ScheduleError):
 
     def __init__(self, problems: list[tuple[str, str, str]]) -> None:
         self.problems = problems
+        if len(problems) == 1:
+            # One problem, one line: what a command prints after "error: ".
+            ((name, field, msg),) = problems
+            super().__init__(f"invalid schedule field: entry {name!r}, field {field!r}: {msg}")
+            return
         lines = [f"{len(problems)} invalid schedule field(s):"]
         lines += [f"  - entry {name!r}, field {field!r}: {msg}" for name, field, msg in problems]
         super().__init__("\n".join(lines))

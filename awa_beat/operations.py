@@ -38,8 +38,16 @@ from .errors import (
 )
 from .fire_times import POLICIES, calendar_for, due_fires, every_seconds, next_fire_after
 from .leader import Leadership
+from .markers import Bounds, is_marker, max_runs, split_bounds
 from .records import ScheduleRow
-from .spec import AWA_BEAT_OPTION, DEFAULT_MAX_RUNTIME, ScheduleSpec, specs_from_beat_schedule
+from .spec import (
+    AWA_BEAT_OPTION,
+    BOUND_OPTIONS,
+    DEFAULT_MAX_RUNTIME,
+    ScheduleSpec,
+    carries_bounds,
+    specs_from_beat_schedule,
+)
 from .store import Store
 
 if TYPE_CHECKING:
@@ -109,6 +117,11 @@ class ScheduleView:
         """``"config"`` (its deployment's beat_schedule), ``"runtime"`` (written by the
         Python API or ``awa-beat add``), or None (not written by awa-beat)."""
         return self.row.owner
+
+    @property
+    def bounds(self) -> ScheduleBounds:
+        """Its bounds and outcome settings, as fields (``.bounds.max_runs``, ...)."""
+        return ScheduleBounds.of(self.row)
 
     @property
     def owner_text(self) -> str:
@@ -381,14 +394,75 @@ def offset_text(delta: timedelta | None) -> str:
     return f"{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
 
 
+def split_schedule(cron_expr: str) -> tuple[str, Bounds]:
+    """A stored expression as the schedule an entry gives (an Awa expression for
+    ``@cron``) and its bounds, which an entry gives in ``options["awa_beat"]``. ``at()``
+    keeps its one run: it is part of what ``at`` means, not a bound of its own."""
+    if not is_marker(cron_expr) or cron_expr.startswith("@at "):
+        return cron_expr, Bounds()
+    try:
+        base, bounds = split_bounds(cron_expr)
+    except AwaBeatError:
+        return cron_expr, Bounds()  # an invalid row stays as stored
+    if base.startswith("@cron "):
+        base = base[len("@cron "):]
+    return base, bounds
+
+
+def bound_options(bounds: Bounds) -> dict[str, Any]:
+    """``bounds`` as ``options["awa_beat"]`` settings: instants in ISO 8601, one run as
+    ``one_off`` (the two say the same)."""
+    out: dict[str, Any] = {}
+    if bounds.start is not None:
+        out["start_time"] = bounds.start.isoformat()
+    if bounds.end is not None:
+        out["end_time"] = bounds.end.isoformat()
+    if bounds.runs == 1:
+        out["one_off"] = True
+    elif bounds.runs is not None:
+        out["max_runs"] = bounds.runs
+    return out
+
+
+@dataclass(frozen=True)
+class ScheduleBounds:
+    """When a schedule may fire and what it expects of its runs, as fields: the bounds
+    (``start_time``, ``end_time``, ``max_runs``, ``one_off``) and the outcome settings
+    ``overlap`` and ``deadline`` (seconds)."""
+
+    start_time: datetime | None = None
+    end_time: datetime | None = None
+    max_runs: int | None = None
+    """The run limit in all (1 for a one-off and ``at``), or None."""
+    one_off: bool = False
+    overlap: str = "allow"
+    deadline: float | None = None
+
+    @classmethod
+    def of(cls, row: ScheduleRow) -> ScheduleBounds:
+        if row.cron_expr.startswith("@at "):
+            bounds = Bounds(runs=1)
+        else:
+            bounds = split_schedule(row.cron_expr)[1]
+        outcomes = (row.metadata or {}).get("awa_beat") or {}
+        deadline = outcomes.get("deadline")
+        return cls(bounds.start, bounds.end, bounds.runs, bounds.runs == 1,
+                   str(outcomes.get("overlap") or "allow"),
+                   float(deadline) if isinstance(deadline, (int, float)) else None)
+
+
 def beat_entry(row: ScheduleRow) -> dict[str, Any]:
-    """The row as a Celery ``beat_schedule`` entry that would register it as it is."""
+    """The row as a Celery ``beat_schedule`` entry that would register it as it is: the
+    bounds of its marker come back as ``options["awa_beat"]`` settings, so that a change
+    of the schedule keeps them and a change of one of them (None: removed) is a change
+    of that one alone."""
     call = row.args if isinstance(row.args, dict) else {}
     meta = dict(row.metadata or {})
     celery = meta.pop("celery", {}) or {}
     outcome_options = meta.pop("awa_beat", {}) or {}
+    schedule, bounds = split_schedule(row.cron_expr)
     awa: dict[str, Any] = {"timezone": row.timezone, "missed_fire_policy": row.missed_fire_policy,
-                           **outcome_options}
+                           **outcome_options, **bound_options(bounds)}
     if row.queue != "default":
         awa["queue"] = row.queue
     if row.priority != 2:
@@ -401,10 +475,10 @@ def beat_entry(row: ScheduleRow) -> dict[str, Any]:
         awa["metadata"] = meta
     if celery.get("dispatch"):
         awa["dispatch"] = celery["dispatch"]
-    seconds = every_seconds(row.cron_expr)
+    seconds = every_seconds(schedule)
     return {
         "task": row.kind,
-        "schedule": seconds if seconds is not None else row.cron_expr,
+        "schedule": seconds if seconds is not None else schedule,
         "args": call.get("args", []), "kwargs": call.get("kwargs", {}),
         "options": {**(celery.get("options") or {}), "awa_beat": awa},
     }
@@ -413,8 +487,18 @@ def beat_entry(row: ScheduleRow) -> dict[str, Any]:
 def merge_entry(entry: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
     """``entry`` (a beat_schedule entry) with ``changes`` applied: the keys given replace
     the entry's, except ``options`` and its ``awa_beat`` dict, which are merged key by
-    key, a value of None removing the key."""
+    key, a value of None removing the key.
+
+    ``max_runs`` and ``one_off`` are one setting, the run limit, said two ways: a
+    ``max_runs`` given replaces ``one_off``, and ``one_off=True`` replaces ``max_runs``.
+    A schedule given that says its own bounds (``at()``, a marker ending in bounds)
+    replaces the entry's bounds, unless the changes give them too."""
     merged = dict(entry)
+    if carries_bounds(changes.get("schedule")):
+        options = dict(merged.get("options") or {})
+        awa = {k: v for k, v in (options.get(AWA_BEAT_OPTION) or {}).items()
+               if k not in BOUND_OPTIONS}
+        merged["options"] = {**options, AWA_BEAT_OPTION: awa}
     for key, value in changes.items():
         if key != "options" or not isinstance(value, Mapping):
             merged[key] = value
@@ -423,6 +507,10 @@ def merge_entry(entry: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[st
         for option, setting in value.items():
             if option == AWA_BEAT_OPTION and isinstance(setting, Mapping):
                 awa = dict(options.get(AWA_BEAT_OPTION) or {})
+                if "max_runs" in setting:
+                    awa.pop("one_off", None)
+                if setting.get("one_off"):
+                    awa.pop("max_runs", None)
                 awa.update(setting)
                 options[AWA_BEAT_OPTION] = {k: v for k, v in awa.items() if v is not None}
             elif setting is None:
@@ -606,6 +694,11 @@ class Operations:
                           or self.settings.deployment)
             self.store.upsert_runtime(c, [spec.row(deployment)], deployment=deployment,
                                       replace=True)
+            if row.retired and max_runs(row.cron_expr) != max_runs(spec.cron_expr):
+                # Its run limit was what retired it: with runs left under the new limit
+                # (or none), it fires again, from the write on (the changed expression
+                # moved its cursor there).
+                self.store.unretire(c, name)
         return spec
 
     def history(self, name: str | None = None, limit: int = 20) -> list[JobRecord]:

@@ -108,6 +108,7 @@ from .markers import (
     is_marker,
     rrule_marker,
     solar_marker,
+    split_bounds,
 )
 
 #: Keys of ``options["awa_beat"]``.
@@ -115,6 +116,14 @@ AWA_BEAT_OPTION = "awa_beat"
 _AWA_KEYS = {"timezone", "missed_fire_policy", "queue", "priority", "max_attempts", "tags",
              "metadata", "dispatch", "metrics", "start_time", "end_time", "max_runs",
              "one_off", "overlap", "max_runtime", "deadline", "at_most_once"}
+AWA_BEAT_KEYS = frozenset(_AWA_KEYS)
+#: The settings of ``options["awa_beat"]`` that are a schedule's bounds: stored in its
+#: marker, given back by ``operations.beat_entry`` as these keys.
+BOUND_OPTIONS = ("start_time", "end_time", "max_runs", "one_off")
+#: apply_async options the dispatch bridge decides itself (publishing retries are its
+#: own, the task id is derived from the fire): an entry's values for them are ignored.
+BRIDGE_OWNED_OPTIONS = ("retry", "retry_policy", "task_id", "producer", "connection",
+                        "publisher", "router", "add_to_parent", "result_cls")
 #: Overlap policies (docs/outcomes.md): fire whatever runs, or not while the last run
 #: has not finished.
 OVERLAPS = ("allow", "skip")
@@ -464,7 +473,7 @@ def _convert(name: Any, entry: Any, default_tz: str, default_dispatch: str,
         cron_expr, zone = to_cron_expression(schedule)
         if zone is not None:
             tz = zone
-        if not isinstance(schedule, at):  # at() carries its one run already
+        if not is_at(schedule):  # at() carries its one run already
             cron_expr = bounded(cron_expr, bounds)
         if is_marker(cron_expr):
             calendar_for(cron_expr, "UTC")  # a zone's problem is reported as the zone's
@@ -765,6 +774,27 @@ def _is_rrule(schedule: Any) -> bool:
     return isinstance(schedule, rrule) or isinstance(getattr(schedule, "rrule", None), rrule)
 
 
+def is_at(schedule: Any) -> bool:
+    """Whether ``schedule`` is ``at(instant)``, or its stored marker (``@at ... | runs=1``,
+    as ``export`` and ``operations.beat_entry`` give it back)."""
+    return isinstance(schedule, at) or (isinstance(schedule, str)
+                                        and schedule.startswith("@at "))
+
+
+def carries_bounds(schedule: Any) -> bool:
+    """Whether ``schedule`` says its own bounds: ``at()`` (one run, at its instant), or a
+    marker string ending in bounds (``@cron 0 3 * * * | runs=3``). A change to such a
+    schedule replaces the bounds of the old one instead of keeping them."""
+    if is_at(schedule):
+        return True
+    if not isinstance(schedule, str) or not is_marker(schedule):
+        return False
+    try:
+        return bool(split_bounds(schedule)[1])
+    except ScheduleError:
+        return False  # reported by the conversion, with the entry's name
+
+
 def _bounds(label: str, awa: Mapping[str, Any], schedule: Any,
             problems: _Problems) -> Bounds:
     """``start_time``, ``end_time``, ``max_runs`` and ``one_off`` of ``options["awa_beat"]``."""
@@ -798,7 +828,7 @@ def _bounds(label: str, awa: Mapping[str, Any], schedule: Any,
             problems.add(label, field_ + "one_off", f"one_off runs once; max_runs={runs} "
                          "contradicts it")
         runs = 1
-    if isinstance(schedule, at) and (values or awa.get("max_runs") not in (None, 1)):
+    if is_at(schedule) and (values or awa.get("max_runs") not in (None, 1)):
         problems.add(label, field_ + ("max_runs" if not values else
                                       "start_time" if "start" in values else "end_time"),
                      "at() fires once, at its instant; start_time, end_time and max_runs "

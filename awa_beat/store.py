@@ -564,6 +564,16 @@ class Store:
                 "skipped the write (a trigger or rule on awa.cron_jobs); nothing was written")
         return SyncResult(inserted, updated, len(rows) - inserted - updated)
 
+    @staticmethod
+    def unretire(conn: psycopg.Connection, name: str) -> bool:
+        """Resume the retired schedule ``name`` in ``conn``'s transaction if runs are left
+        under its run limit (or it has none); whether it was."""
+        with wrap_errors(f"resuming retired {name!r}"):
+            row = psycopg.Cursor(conn).execute(
+                queries["unretire_schedule"], {"name": name, "retired_by": RETIRED_BY},
+                prepare=False).fetchone()
+        return row is not None
+
     def get_many(self, names: Sequence[str]) -> list[ScheduleRow]:
         """The full rows that exist among ``names`` (in no particular order)."""
         with self._conn() as conn, wrap_errors("reading schedules"):

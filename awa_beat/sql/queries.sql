@@ -458,6 +458,17 @@ SELECT j.id
        c.tags, NULL, NULL) AS j
  WHERE c.name = %(name)s;
 
+-- unretire_schedule --
+-- A retired schedule (its last allowed run fired) whose run limit was just changed, in
+-- the transaction of that change: resumed when runs are left under its limit (or it has
+-- none), counted as the fire statement counts them (keep the patterns in step).
+UPDATE awa.cron_jobs c SET paused_at = NULL, paused_by = NULL, updated_at = clock_timestamp()
+ WHERE c.name = %(name)s AND c.paused_at IS NOT NULL AND c.paused_by = %(retired_by)s
+   AND (c.cron_expr !~ '^@.* runs=[0-9]+$'
+        OR (regexp_match(c.cron_expr, ' runs=([0-9]+)$'))[1]::bigint
+           > coalesce((SELECT r.runs FROM awa_beat.schedule_runs r WHERE r.name = c.name), 0))
+RETURNING c.name;
+
 -- remove_schedule --
 -- Jobs already fired are not touched; a run count goes with the row (a schedule added
 -- again under the name starts from none). The owner and the count go only with a row
