@@ -22,6 +22,7 @@ from kombu.serialization import dumps, loads, registry
 from kombu.utils import json as kombu_json
 
 from ..fire_times import parse_iso
+from ..spec import BRIDGE_OWNED_OPTIONS
 from .amqp import HeaderTable
 
 UTC = timezone.utc
@@ -40,10 +41,6 @@ _JSON = json.JSONEncoder()
 #: Entries in the cache of (argsrepr, kwargsrepr, body) per args.
 CALL_CACHE_SIZE = 512
 
-#: apply_async options the bridge decides itself: publishing retries are its own, and
-#: the task id is derived from the fire.
-_BRIDGE_OWNED = ("retry", "retry_policy", "task_id", "producer", "connection", "publisher",
-                 "router", "add_to_parent", "result_cls")
 
 
 def fire_task_id(cron_name: str | None, fire_time: str | None, job_id: int) -> str:
@@ -77,7 +74,7 @@ class _Plan:
     @classmethod
     def parse(cls, text: str) -> _Plan:
         options = json.loads(text) or {}
-        for key in _BRIDGE_OWNED:
+        for key in BRIDGE_OWNED_OPTIONS:
             options.pop(key, None)
         expires = options.pop("expires", None)
         relative = isinstance(expires, (int, float)) and not isinstance(expires, bool)

@@ -8,7 +8,15 @@ from typing import Any
 
 from ..cron import load_timezone
 from ..errors import AwaBeatError
-from ..operations import BeatView, Check, JobRecord, Occurrence, Overdue, ScheduleView
+from ..operations import (
+    BeatView,
+    Check,
+    JobRecord,
+    Occurrence,
+    Overdue,
+    ScheduleBounds,
+    ScheduleView,
+)
 
 
 def iso(value: datetime | None) -> str | None:
@@ -47,7 +55,24 @@ def schedule_json(view: ScheduleView) -> dict[str, Any]:
         "next_fire": iso(view.next_fire), "last_enqueued_at": iso(row.last_enqueued_at),
         "paused_at": iso(row.paused_at), "paused_by": row.paused_by,
         "deployment": row.deployment, "owner": row.owner, "invalid": view.problem,
+        **bounds_json(view.bounds),
     }
+
+
+def bounds_json(bounds: ScheduleBounds) -> dict[str, Any]:
+    """A schedule's bounds and outcome settings, as ``add``/``edit`` take them."""
+    return {"start_time": iso(bounds.start_time), "end_time": iso(bounds.end_time),
+            "max_runs": bounds.max_runs, "one_off": bounds.one_off,
+            "overlap": bounds.overlap, "deadline": bounds.deadline}
+
+
+def bounds_lines(bounds: ScheduleBounds) -> list[tuple[str, str]]:
+    """The same for ``show``: one labelled line each."""
+    return [("start", f"{fmt(bounds.start_time)} UTC" if bounds.start_time else "-"),
+            ("end", f"{fmt(bounds.end_time)} UTC" if bounds.end_time else "-"),
+            ("max runs", str(bounds.max_runs) if bounds.max_runs is not None else "-"),
+            ("one-off", "yes" if bounds.one_off else "no"), ("overlap", bounds.overlap),
+            ("deadline", f"{bounds.deadline:g} s" if bounds.deadline is not None else "-")]
 
 
 def job_json(job: JobRecord) -> dict[str, Any]:

@@ -1,159 +1,27 @@
 """``awa-beat add|edit``: schedules written at run time, as the Python API writes them.
 
-The options build a ``beat_schedule`` entry (:func:`entry_from_options`), which the
-operations layer validates exactly as beat validates its configuration, with the app's
-settings under ``celery -A proj awa``. A mistake writes nothing and ends in an error
-message and a non-zero exit code.
+The options build a ``beat_schedule`` entry (:func:`awa_beat.entries.entry_from_options`,
+shared with the dashboard's forms), which the operations layer validates exactly as beat
+validates its configuration, with the app's settings under ``celery -A proj awa``. A
+mistake writes nothing and ends in an error message and a non-zero exit code.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from collections.abc import Callable
-from datetime import timedelta, timezone
 from typing import Any, TypeVar
 
 import click
 
-from ..calendars import at
-from ..cron import load_timezone
-from ..errors import ScheduleError
-from ..fire_times import parse_iso
-from ..spec import MAX_INTERVAL_SECONDS
+from ..entries import NONE_WORD, entry_from_options, parse_at, parse_every, parse_solar
 from .context import database_url_option, friendly_errors, json_option, operations
 from .format import fmt, schedule_json
 
+__all__ = ["add", "edit", "entry_from_options", "parse_at", "parse_every", "parse_solar"]
+
 F = TypeVar("F", bound=Callable[..., Any])
-
-# ASCII digits only: str.isdigit() and \d also take "²" and other scripts' digits.
-_EVERY = re.compile(r"([0-9]+)\s*([smhd])", re.ASCII)
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_every(text: str) -> timedelta:
-    """``30s``, ``5m``, ``1h30m``, ``2d`` or a plain number of seconds."""
-    value = text.strip().lower()
-    if re.fullmatch(r"[0-9]+", value, re.ASCII):
-        seconds = int(value)
-    else:
-        parts = _EVERY.findall(value)
-        if not parts or _EVERY.sub("", value).strip():
-            raise ScheduleError(f"--every {text!r}: give an interval such as 30s, 5m, 1h30m "
-                                "or 2d")
-        seconds = sum(int(n) * _UNITS[u] for n, u in parts)
-    if seconds > MAX_INTERVAL_SECONDS:
-        raise ScheduleError(f"--every {text!r}: at most {MAX_INTERVAL_SECONDS // 86400} days "
-                            "(about ten years)")
-    return timedelta(seconds=seconds)
-
-
-def parse_at(text: str, zone: str | None = None) -> at:
-    """An ISO 8601 instant (``2026-12-24T09:00+01:00``); one without a UTC offset is read
-    in ``zone`` (``--tz``), and refused without one."""
-    try:
-        instant = parse_iso(text.strip())
-    except ValueError:
-        raise ScheduleError(f"--at {text!r}: give an ISO 8601 instant, e.g. "
-                            "2026-12-24T09:00+01:00") from None
-    if instant.tzinfo is None:
-        if zone is None:
-            raise ScheduleError(f"--at {text!r} has no UTC offset; add one (e.g. +01:00) "
-                                "or give --tz")
-        instant = instant.replace(tzinfo=load_timezone(zone))
-    try:
-        instant.astimezone(timezone.utc)
-    except OverflowError:
-        raise ScheduleError(f"--at {text!r} is out of range: give an instant from 1970 to "
-                            "9999") from None
-    return at(instant)
-
-
-def parse_solar(text: str) -> Any:
-    """``EVENT:LAT:LON`` (``sunset:48.85:2.35``) as Celery's ``solar`` schedule."""
-    from celery.schedules import solar
-
-    parts = text.split(":")
-    try:
-        if len(parts) != 3:
-            raise ValueError("three parts separated by ':'")
-        return solar(parts[0], float(parts[1]), float(parts[2]))
-    except ValueError as exc:
-        raise ScheduleError(f"--solar {text!r}: give EVENT:LAT:LON, e.g. sunset:48.85:2.35 "
-                            f"({exc})") from None
-
-
-def _json_value(option: str, text: str | None, kind: type) -> Any:
-    if text is None:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise ScheduleError(f"{option}: not valid JSON ({exc})") from None
-    except RecursionError:
-        raise ScheduleError(f"{option}: nested too deep") from None
-    if not isinstance(value, kind):
-        raise ScheduleError(f"{option}: must be a JSON {'list' if kind is list else 'object'}")
-    return value
-
-
-def entry_from_options(*, task: str | None = None, cron: str | None = None,
-                       every: str | None = None, at_: str | None = None,
-                       solar: str | None = None, args: str | None = None,
-                       kwargs: str | None = None, queue: str | None = None,
-                       tz: str | None = None, policy: str | None = None,
-                       dispatch: str | None = None, priority: int | None = None,
-                       max_attempts: int | None = None, tags: tuple[str, ...] = (),
-                       option: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The parts of a beat_schedule entry the options give, and only those (``edit``
-    changes exactly these). ``--queue`` is both Celery's ``queue`` option and Awa's queue,
-    so the task runs on that queue whichever worker runs it."""
-    given = [flag for flag, value in (("--cron", cron), ("--every", every), ("--at", at_),
-                                      ("--solar", solar)) if value is not None]
-    if len(given) > 1:
-        raise click.UsageError(f"give one schedule, not {' and '.join(given)}")
-    entry: dict[str, Any] = {}
-    if task is not None:
-        entry["task"] = task
-    if cron is not None:
-        entry["schedule"] = cron
-    elif every is not None:
-        entry["schedule"] = parse_every(every)
-    elif at_ is not None:
-        entry["schedule"] = parse_at(at_, tz)
-    elif solar is not None:
-        entry["schedule"] = parse_solar(solar)
-    if args is not None:
-        entry["args"] = _json_value("--args", args, list)
-    if kwargs is not None:
-        entry["kwargs"] = _json_value("--kwargs", kwargs, dict)
-    options: dict[str, Any] = {}
-    for item in option:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ScheduleError(f"--option {item!r}: give KEY=JSON, e.g. expires=3600")
-        try:
-            options[key] = json.loads(value)
-        except ValueError:
-            options[key] = value  # a bare word: a string
-        except RecursionError:
-            raise ScheduleError(f"--option {key}: nested too deep") from None
-    awa: dict[str, Any] = {}
-    if queue is not None:
-        options["queue"] = awa["queue"] = queue
-    for key, setting in (("timezone", tz), ("missed_fire_policy", policy),
-                         ("dispatch", dispatch), ("priority", priority),
-                         ("max_attempts", max_attempts)):
-        if setting is not None:
-            awa[key] = setting
-    if tags:
-        awa["tags"] = list(tags)
-    if awa:
-        options["awa_beat"] = awa
-    if options:
-        entry["options"] = options
-    return entry
 
 
 def entry_options(func: F) -> F:
@@ -179,8 +47,29 @@ def entry_options(func: F) -> F:
         click.option("--priority", type=click.IntRange(1, 4), help="Awa priority, 1-4."),
         click.option("--max-attempts", type=click.IntRange(1, 1000)),
         click.option("--tag", "tags", multiple=True, help="An Awa tag (repeatable)."),
+        click.option("--start", metavar="INSTANT",
+                     help="No fire before this ISO 8601 instant (without an offset: in "
+                          f"--tz). On edit, '{NONE_WORD}' removes it."),
+        click.option("--end", metavar="INSTANT",
+                     help="No fire after this ISO 8601 instant (without an offset: in "
+                          f"--tz). On edit, '{NONE_WORD}' removes it."),
+        click.option("--max-runs", metavar="N",
+                     help="At most N runs in all (counted in the database; the last one "
+                          f"retires the schedule). On edit, '{NONE_WORD}' removes the "
+                          "limit."),
+        click.option("--one-off/--no-one-off", "one_off", default=None,
+                     help="Run once, then retire (max runs 1); --no-one-off makes it "
+                          "recurring again."),
+        click.option("--overlap", type=click.Choice(["allow", "skip", NONE_WORD]),
+                     help="skip: no fire while the last run has not finished (docs/"
+                          f"outcomes.md). On edit, '{NONE_WORD}' is the default, allow."),
+        click.option("--deadline", metavar="SECONDS",
+                     help="Overdue unless a fire succeeded within this long (900, 15m, "
+                          f"1h). On edit, '{NONE_WORD}' removes it."),
         click.option("--option", multiple=True, metavar="KEY=JSON",
-                     help="An apply_async option, e.g. expires=3600 (repeatable)."),
+                     help="An apply_async option, e.g. expires=3600 (repeatable); "
+                          "awa-beat's own settings with 'awa_beat={...}', merged with the "
+                          "flags above. Unknown or ignored keys are refused."),
         click.option("--deployment",
                      help="Whose beat publishes jobs dispatched to Celery (default: the "
                           "app's awa_beat_deployment)."),
@@ -193,10 +82,8 @@ def entry_options(func: F) -> F:
     return func
 
 
-def _entry(params: dict[str, Any]) -> dict[str, Any]:
-    keys = ("task", "cron", "every", "at_", "solar", "args", "kwargs", "queue", "tz",
-            "policy", "dispatch", "priority", "max_attempts", "tags", "option")
-    return entry_from_options(**{k: params[k] for k in keys})
+def _entry(name: str, params: dict[str, Any], *, edit: bool) -> dict[str, Any]:
+    return entry_from_options(name, edit=edit, **params)
 
 
 def _report(verb: str, name: str, database_url: str | None, as_json: bool) -> None:
@@ -223,8 +110,9 @@ def add(name: str, database_url: str | None, as_json: bool, replace: bool, force
     \b
     awa-beat add report --task reports.build --cron '30 7 * * *' --tz Europe/Paris
     awa-beat add ping --task health.ping --every 30s --kwargs '{"deep": true}'
+    awa-beat add trial --task t.trial --cron '0 9 * * *' --max-runs 3 --end 2030-01-01T00:00Z
     """
-    entry = _entry(params)
+    entry = _entry(name, params, edit=False)
     if "task" not in entry:
         raise click.UsageError("add needs --task")
     if "schedule" not in entry:
@@ -245,10 +133,14 @@ def edit(name: str, database_url: str | None, as_json: bool, force: bool,
     """Change only the given parts of schedule NAME (the rest stays).
 
     \b
-    awa-beat edit report --cron '0 8 * * *'
+    awa-beat edit report --cron '0 8 * * *'          (its bounds stay)
     awa-beat edit report --tz Asia/Tokyo --kwargs '{"full": true}'
+    awa-beat edit trial --max-runs 5 --end none      (5 runs in all, no end)
+
+    A retired schedule (its last allowed run fired) whose run limit is raised past the
+    runs it already made, or removed, is resumed: it fires again from now on.
     """
-    changes = _entry(params)
+    changes = _entry(name, params, edit=True)
     if not changes and not deployment:
         raise click.UsageError("nothing to change; give at least one option")
     with operations(database_url) as ops:

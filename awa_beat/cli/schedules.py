@@ -10,7 +10,16 @@ import click
 from ..cron import load_timezone
 from ..exporting import python_module
 from .context import database_url_option, friendly_errors, json_option, operations
-from .format import fire_label, fmt, iso, job_json, schedule_json, table, task_id
+from .format import (
+    bounds_lines,
+    fire_label,
+    fmt,
+    iso,
+    job_json,
+    schedule_json,
+    table,
+    task_id,
+)
 
 
 @click.command("list")
@@ -121,6 +130,7 @@ def show(database_url: str | None, name: str, count: int, as_json: bool) -> None
         ("options", json.dumps((row.metadata or {}).get("celery", {}).get("options", {}))),
         ("policy", row.missed_fire_policy), ("awa queue", row.queue),
         ("priority", str(row.priority)), ("max attempts", str(row.max_attempts)),
+        *bounds_lines(view.bounds),
         ("cursor", f"{fmt(row.last_enqueued_at)} UTC"),
         ("paused", f"since {fmt(row.paused_at)} UTC by {row.paused_by or '?'}"
          if row.paused_at else "no"),

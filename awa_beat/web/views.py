@@ -16,7 +16,16 @@ from ..spec import DISPATCHES
 from . import auth
 from .app import HTTPError, Request, Response
 from .describe import describe
-from .forms import FIELD_LIMIT, FORM_FIELDS, KINDS, entry_from_form, form_values
+from .forms import (
+    BOUND_FIELDS,
+    FIELD_LIMIT,
+    FORM_FIELDS,
+    KINDS,
+    ONE_OFF_CHOICES,
+    OVERLAP_CHOICES,
+    entry_from_form,
+    form_values,
+)
 
 if TYPE_CHECKING:
     from .app import Dashboard, View
@@ -253,6 +262,8 @@ def remove(app: Dashboard, req: Request) -> Response:
 def _read_form(form: Mapping[str, str]) -> dict[str, str]:
     values = {}
     for field in FORM_FIELDS:
+        if field in BOUND_FIELDS and field not in form:
+            continue  # not posted: left as it is (entry_from_form)
         value = form.get(field, "").strip()
         if len(value) > FIELD_LIMIT:
             raise HTTPError(400, f"{field}: at most {FIELD_LIMIT} characters")
@@ -279,8 +290,10 @@ def _editor(app: Dashboard) -> Any:
 def _render_form(app: Dashboard, req: Request, *, name: str, values: Mapping[str, str],
                  editing: bool, status: int = 200,
                  problems: list[tuple[str, str]] | None = None) -> Response:
-    return app.render(req, "edit.html", status, name=name, values=values, editing=editing,
+    return app.render(req, "edit.html", status, name=name,
+                      values={**dict.fromkeys(BOUND_FIELDS, ""), **values}, editing=editing,
                       kinds=KINDS, policies=sorted(POLICIES), dispatches=DISPATCHES,
+                      one_offs=ONE_OFF_CHOICES, overlaps=OVERLAP_CHOICES,
                       problems=problems or [])
 
 
@@ -289,7 +302,7 @@ def new_form(app: Dashboard, req: Request) -> Response:
     _editor(app)
     return _render_form(app, req, name="", editing=False, values={
         "task": "", "kind": "cron", "schedule": "", "args": "[]", "kwargs": "{}", "queue": "",
-        "timezone": "", "policy": "", "dispatch": ""})
+        "timezone": "", "policy": "", "dispatch": "", **dict.fromkeys(BOUND_FIELDS, "")})
 
 
 @route("POST", "/schedule/add")
@@ -298,7 +311,7 @@ def add(app: Dashboard, req: Request) -> Response:
     name = required(req.form, "name")
     values = _read_form(req.form)
     try:
-        entry = entry_from_form(values)
+        entry = entry_from_form(values, name=name)
         _act(app, req, "add", name, lambda: editor.add(name, entry, by=_paused_by(req)),
              {"entry": {k: v for k, v in values.items() if v}})
     except (ScheduleError, ScheduleConflict) as exc:
@@ -329,7 +342,7 @@ def edit(app: Dashboard, req: Request) -> Response:
     view = app.ops.get(name)
     shown = form_values(view.row)
     try:
-        changes = entry_from_form(values, shown)
+        changes = entry_from_form(values, shown, name=name)
         detail = {"changes": {k: v for k, v in values.items() if v != shown.get(k, "")}}
         _act(app, req, "edit", name, lambda: editor.edit(name, changes, by=_paused_by(req)),
              detail)

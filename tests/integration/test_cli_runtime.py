@@ -49,7 +49,7 @@ def test_add_then_edit_changes_only_the_given_fields(db_url: str) -> None:
 def test_mistakes_write_nothing_and_end_in_an_error_line(db_url: str) -> None:
     for args, message in [
         (["--task", "t", "--cron", "61 * * * *"], "invalid schedule field"),
-        (["--task", "t", "--every", "soon"], "--every 'soon'"),
+        (["--task", "t", "--every", "soon"], "'--every': 'soon'"),
         (["--task", "t", "--every", "5s", "--tz", "Mars/Olympus"], "Mars/Olympus"),
         (["--task", "t", "--every", "5s", "--kwargs", "[1]"], "must be a JSON object"),
     ]:
@@ -111,5 +111,6 @@ def test_at_and_solar_store_calendars_awa_never_fires(db_url: str) -> None:
     assert json.loads(dusk.output)["schedule"] == "@solar sunset 48.85 2.35"
     bad = run("add", "dawn", "--task", "t", "--solar", "sunfoo:48.85:2.35",
               "--database-url", db_url)
-    assert bad.exit_code == 1 and bad.output.startswith("error: --solar 'sunfoo:48.85:2.35'")
+    assert bad.exit_code == 1 and bad.output.startswith(
+        "error: invalid schedule field: entry 'dawn', field '--solar': 'sunfoo:48.85:2.35'")
     assert count(db_url) == 2

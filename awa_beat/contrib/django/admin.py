@@ -5,6 +5,7 @@ awa-beat's operations layer and its audit log. Config rows stay read-only."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from django import forms
@@ -19,11 +20,18 @@ from django.utils.html import format_html
 
 from ...errors import AwaBeatError, NotFound, ScheduleConflict, ScheduleError, ValidationError
 from ...fire_times import POLICIES
-from ...operations import ScheduleView, next_fire
+from ...operations import ScheduleBounds, ScheduleView, next_fire
 from ...records import ScheduleRow
 from ...spec import DISPATCHES
 from ...web.describe import describe
-from ...web.forms import FIELD_LIMIT, KINDS, entry_from_form, form_values
+from ...web.forms import (
+    FIELD_LIMIT,
+    KINDS,
+    ONE_OFF_CHOICES,
+    OVERLAP_CHOICES,
+    entry_from_form,
+    form_values,
+)
 from .models import PauseNote, Registration, Schedule
 from .operations import operations
 
@@ -33,6 +41,10 @@ def _row(obj: Schedule) -> ScheduleRow:
                        obj.priority, obj.max_attempts, [], obj.metadata,
                        obj.missed_fire_policy, obj.last_enqueued_at, obj.created_at,
                        obj.updated_at, obj.paused_at, obj.paused_by)
+
+
+def _instant(value: datetime | None) -> str:
+    return "-" if value is None else value.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _actor(request: HttpRequest) -> str:
@@ -67,9 +79,16 @@ def _run(request: HttpRequest, queryset: QuerySet[Schedule], action: str,
         messages.success(request, f"{done} {ok} schedule(s).")
 
 
-def _text(required: bool = False) -> forms.CharField:
+def _text(required: bool = False, label: str | None = None) -> forms.CharField:
     return forms.CharField(max_length=FIELD_LIMIT, required=required, strip=True,
-                           widget=forms.TextInput(attrs={"size": 48}))
+                           label=label, widget=forms.TextInput(attrs={"size": 48}))
+
+
+#: The form field of each ``options.awa_beat`` setting a problem may name.
+_SETTING_FIELDS = {"start_time": "start_time", "end_time": "end_time",
+                   "max_runs": "max_runs", "one_off": "one_off", "overlap": "overlap",
+                   "deadline": "deadline", "timezone": "timezone",
+                   "missed_fire_policy": "policy", "queue": "queue", "dispatch": "dispatch"}
 
 
 class RuntimeScheduleForm(forms.Form):
@@ -87,6 +106,12 @@ class RuntimeScheduleForm(forms.Form):
         ("", "default"), *((p, p) for p in sorted(POLICIES))])
     dispatch = forms.ChoiceField(required=False, choices=[
         ("", "default"), *((d, d) for d in DISPATCHES)])
+    start_time = _text(label="No fire before (ISO 8601)")
+    end_time = _text(label="No fire after (ISO 8601)")
+    max_runs = _text(label="Runs in all")
+    one_off = forms.ChoiceField(required=False, label="One-off", choices=ONE_OFF_CHOICES)
+    overlap = forms.ChoiceField(required=False, choices=OVERLAP_CHOICES)
+    deadline = _text(label="Deadline (seconds after the fire)")
 
     def values(self) -> dict[str, str]:
         return {k: str(v or "") for k, v in self.cleaned_data.items() if k != "name"}
@@ -97,6 +122,8 @@ class RuntimeScheduleForm(forms.Form):
                     else [("", str(exc))])
         for field, message in problems:
             top = field.split(".")[0]
+            if field.startswith("options.awa_beat."):
+                top = _SETTING_FIELDS.get(field.split(".")[2], top)
             if top in self.fields:
                 self.add_error(top, message)
             else:
@@ -113,7 +140,8 @@ class ScheduleAdmin(admin.ModelAdmin):
     list_per_page = 50
     show_full_result_count = True
     actions = ("pause", "resume", "trigger")
-    readonly_fields = tuple(f.name for f in Schedule._meta.fields)
+    readonly_fields = (*(f.name for f in Schedule._meta.fields), "start_time", "end_time",
+                       "max_runs", "one_off", "overlap", "deadline")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Schedule]:
         registration = Registration.objects.filter(name=OuterRef("name"))
@@ -153,6 +181,34 @@ class ScheduleAdmin(admin.ModelAdmin):
         if problem:
             return format_html('<span style="color:#b3261e">{}</span>', problem)
         return at.strftime("%Y-%m-%d %H:%M:%S UTC") if at else "-"
+
+    # The bounds and outcome settings, as fields of the change page (stored in the
+    # marker and the metadata; edited on the runtime form).
+    @admin.display(description="no fire before")
+    def start_time(self, obj: Schedule) -> str:
+        return _instant(ScheduleBounds.of(_row(obj)).start_time)
+
+    @admin.display(description="no fire after")
+    def end_time(self, obj: Schedule) -> str:
+        return _instant(ScheduleBounds.of(_row(obj)).end_time)
+
+    @admin.display(description="runs in all")
+    def max_runs(self, obj: Schedule) -> str:
+        runs = ScheduleBounds.of(_row(obj)).max_runs
+        return "no limit" if runs is None else str(runs)
+
+    @admin.display(description="one-off")
+    def one_off(self, obj: Schedule) -> str:
+        return "yes" if ScheduleBounds.of(_row(obj)).one_off else "no"
+
+    @admin.display(description="overlap")
+    def overlap(self, obj: Schedule) -> str:
+        return ScheduleBounds.of(_row(obj)).overlap
+
+    @admin.display(description="deadline")
+    def deadline(self, obj: Schedule) -> str:
+        seconds = ScheduleBounds.of(_row(obj)).deadline
+        return "none" if seconds is None else f"{seconds:g} s after the fire"
 
     @admin.display(description="paused")
     def paused(self, obj: Schedule) -> str:
@@ -228,7 +284,7 @@ class ScheduleAdmin(admin.ModelAdmin):
             return self._form_page(request, form, title, 400)
         name, values = form.cleaned_data["name"], form.values()
         try:
-            entry = entry_from_form(values)
+            entry = entry_from_form(values, name=name)
             self._write(request, "add", name, lambda: operations().add({name: entry}),
                         {"entry": {k: v for k, v in values.items() if v}})
         except (ScheduleError, ScheduleConflict) as exc:
@@ -258,7 +314,7 @@ class ScheduleAdmin(admin.ModelAdmin):
             return self._form_page(request, form, title, 400)
         values = form.values()
         try:
-            changes = entry_from_form(values, shown)
+            changes = entry_from_form(values, shown, name=name)
             # No force: a row its deployment's beat_schedule took back is refused.
             self._write(request, "edit", name, lambda: operations().update(name, changes),
                         {"changes": {k: v for k, v in values.items() if v != shown.get(k, "")}})
