@@ -243,7 +243,7 @@ def _options(items: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
             how = (CLI_FIELDS.get(flag, flag) if flag else
                    f"--option 'awa_beat={{\"{key}\": ...}}'")
             raise _Refused("option", f"{key} is awa-beat's own setting, not an apply_async "
-                           f"option: give it with {how}")
+                           f"option: use {how}")
         elif key in BRIDGE_OWNED_OPTIONS:
             raise _Refused("option", f"{key}: awa-beat's dispatch bridge decides it; a value "
                            "given here would be ignored")
