@@ -20,9 +20,7 @@ from tests.matrix.catalogue import CATALOGUE, NAMES, PAUSED_BY, MatrixDB, stored
 
 pytestmark = pytest.mark.integration
 UTC = timezone.utc
-NO_BOUND_FLAGS = "issue 34 defect 4: the CLI has no flags for the bounds"
 RUNS_LEFT = "issue 34 defect 5: show lists next fires whatever runs are left"
-CALENDAR_EDIT = "issue 34 defect 4: an edit of the calendar drops the bounds"
 
 
 def cli(db: MatrixDB, *args: str) -> Any:
@@ -142,8 +140,7 @@ ADD_ARGS: dict[str, list[str]] = {
 }
 
 
-@pytest.mark.parametrize("name", with_marks(list(ADD_ARGS), {
-    n: NO_BOUND_FLAGS for n in ("bound-start", "bound-end", "bound-max-runs", "one-off")}))
+@pytest.mark.parametrize("name", list(ADD_ARGS))
 def test_add_each_type(shared_matrix_db: MatrixDB, name: str) -> None:
     db, entry, new = shared_matrix_db, CATALOGUE[name], f"cli-{name}"
     added = cli(db, "add", new, "--task", entry.task, *ADD_ARGS[name])
@@ -175,8 +172,7 @@ def test_edit_one_option_of_each_type(shared_matrix_db: MatrixDB, name: str) -> 
     assert entry.cron_expr in edited.output
 
 
-@pytest.mark.parametrize("name", with_marks(NAMES, {
-    n: CALENDAR_EDIT for n in NAMES if CATALOGUE[n].marker == "cron"}))
+@pytest.mark.parametrize("name", NAMES)
 def test_edit_the_calendar_of_each_type(shared_matrix_db: MatrixDB, name: str) -> None:
     db, entry = shared_matrix_db, CATALOGUE[name]
     before = stored_rows(db.url)[name]
