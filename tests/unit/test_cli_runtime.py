@@ -53,11 +53,11 @@ def test_at_is_a_fire_once_calendar_and_solar_is_celerys() -> None:
     ({"kwargs": "[1]"}, "must be a JSON object"),
     ({"option": ("expires",)}, "KEY=JSON"),
     # Issue 34: each of these was a traceback.
-    ({"every": "²"}, "--every '²'"),
+    ({"every": "²"}, "'--every': '²'"),
     ({"every": "99999999999999999999d"}, "at most 3660 days"),
     ({"at_": "0001-01-01T00:00:00+14:00"}, "out of range"),
-    ({"args": "[" * 5000 + "]" * 5000}, "--args: nested too deep"),
-    ({"option": ("headers=" + "[" * 5000 + "]" * 5000,)}, "--option headers: nested too deep"),
+    ({"args": "[" * 5000 + "]" * 5000}, "'--args': nested too deep"),
+    ({"option": ("headers=" + "[" * 5000 + "]" * 5000,)}, "'--option': headers: nested too deep"),
 ])
 def test_a_bad_option_is_a_schedule_error(options: dict, message: str) -> None:
     with pytest.raises(ScheduleError, match=message):
