@@ -35,7 +35,9 @@ if TYPE_CHECKING:
         SessionLockUnsupported,
         SourceError,
         StoreError,
+        UnknownSchema,
         ValidationError,
+        WriteNotApplied,
     )
     from .operations import ScheduleView
     from .spec import ScheduleSpec
@@ -51,7 +53,8 @@ _ORIGINS = {
         ["AwaBeatError", "BrokerError", "ConfigError", "DatabaseUnavailable", "EndpointError",
          "InvalidCronExpression", "InvalidTimezone", "NoDatabase", "NotFound",
          "ScheduleConflict", "ScheduleError", "ScheduleExists", "ScheduleOwned", "SchemaError",
-         "SessionLockUnsupported", "SourceError", "StoreError", "ValidationError"],
+         "SessionLockUnsupported", "SourceError", "StoreError", "UnknownSchema",
+         "ValidationError", "WriteNotApplied"],
         "errors"),
 }
 
@@ -77,7 +80,9 @@ __all__ = [
     "SessionLockUnsupported",
     "SourceError",
     "StoreError",
+    "UnknownSchema",
     "ValidationError",
+    "WriteNotApplied",
     "__version__",
     "at",
 ]
