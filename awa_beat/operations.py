@@ -17,7 +17,7 @@ import socket
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from .config import (
     Settings,
@@ -312,6 +312,16 @@ class ScheduleFilter:
     """``"config"`` or ``"runtime"``: who writes the row (see :attr:`ScheduleView.owner`)."""
     names: frozenset[str] | None = None
     """A set computed elsewhere (overdue, failing schedules) to narrow to."""
+
+
+class _Filters(TypedDict):
+    """A :class:`ScheduleFilter` as the store's page and count take it."""
+
+    search: str | None
+    paused: bool | None
+    owner: str | None
+    owned_by: str | None
+    names: list[str] | None
 
 
 @dataclass(frozen=True)
@@ -776,9 +786,10 @@ class Operations:
              before: str | None = None, limit: int = 50) -> SchedulePage:
         """A page of at most ``limit`` schedules after the name ``after`` (or the page
         before ``before``), filtered and paged in SQL (keyset on the name)."""
-        filters = {"search": where.search.lower() if where.search else None,
-                   "paused": where.paused, "owner": where.owner, "owned_by": where.owned_by,
-                   "names": sorted(where.names) if where.names is not None else None}
+        filters: _Filters = {
+            "search": where.search.lower() if where.search else None,
+            "paused": where.paused, "owner": where.owner, "owned_by": where.owned_by,
+            "names": sorted(where.names) if where.names is not None else None}
         rows = self.store.schedules_page(after=after, before=before, limit=limit + 1,
                                          **filters)
         if before is not None:

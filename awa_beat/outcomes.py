@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, overload
 
 from .bridge.messages import (
     AT_MOST_ONCE_HEADER,
@@ -73,6 +73,14 @@ _DUPLICATE = "awa_beat_duplicate"
 def outcome_state(celery_state: str | None) -> str | None:
     """The recorded state for Celery's state at the end of a run."""
     return _STATES.get(celery_state or "")
+
+
+@overload
+def error_line(exc: BaseException) -> str: ...
+
+
+@overload
+def error_line(exc: BaseException | None) -> str | None: ...
 
 
 def error_line(exc: BaseException | None) -> str | None:
@@ -152,7 +160,7 @@ class Buffer:
                     self.dropped += 1
 
     def take(self, count: int) -> list[Report]:
-        out = []
+        out: list[Report] = []
         items = self._items
         with self._lock:
             while items and len(out) < count:
@@ -386,12 +394,12 @@ class Tracker:
 
     def failure(self, task_id: str | None = None, exception: BaseException | None = None,
                 **_: Any) -> None:
-        if task_id in self._running:
+        if task_id is not None and task_id in self._running:
             self._errors[task_id] = error_line(exception) or "failed"
 
     def retry(self, request: Any = None, reason: Any = None, **_: Any) -> None:
         task_id = getattr(request, "id", None)
-        if task_id in self._running:
+        if task_id is not None and task_id in self._running:
             self._errors[task_id] = (error_line(reason) if isinstance(reason, BaseException)
                                      else str(reason)[:500] if reason else "retry")
 
@@ -419,7 +427,7 @@ class Tracker:
         # worker's Request, whose headers are in request_dict.
         fire = _request_fire(request) or identify(
             task_id, getattr(request, "request_dict", None) or {})
-        if fire is None:
+        if fire is None or task_id is None:  # no id, no fire: identify() needs one
             return
         self._running.pop(task_id, None)
         self.writer.add(Report(task_id, fire.schedule, fire.fire_time, fire.job_id, "revoked",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..cron import load_timezone
@@ -207,15 +208,15 @@ def audit(app: Dashboard, req: Request) -> Response:
 def _act(app: Dashboard, req: Request, action: str, name: str, run: Callable[[], Any],
          detail: dict[str, Any] | None = None) -> Any:
     """Run an action and record it (who, what, from where, how it ended)."""
-    record = {"actor": req.user or "anonymous", "source": app.config.source,
-              "action": action, "schedule": name, "remote_addr": req.client(app.config),
-              "detail": detail}
+    record = partial(app.ops.record_action, actor=req.user or "anonymous",
+                     source=app.config.source, action=action, schedule=name,
+                     remote_addr=req.client(app.config), detail=detail)
     try:
         result = run()
     except AwaBeatError as exc:
-        app.ops.record_action(**record, outcome=f"error: {exc}")
+        record(outcome=f"error: {exc}")
         raise
-    app.ops.record_action(**record, outcome="ok")
+    record(outcome="ok")
     return result
 
 

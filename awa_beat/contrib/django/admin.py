@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from django import forms
@@ -262,15 +263,15 @@ class ScheduleAdmin(admin.ModelAdmin):
 
     def _write(self, request: HttpRequest, action: str, name: str, run: Callable[[], Any],
                detail: dict[str, Any]) -> None:
-        ops = operations()
-        record = {"actor": _actor(request), "source": "django", "action": action,
-                  "schedule": name, "remote_addr": _client(request), "detail": detail}
+        record = partial(operations().record_action, actor=_actor(request), source="django",
+                         action=action, schedule=name, remote_addr=_client(request),
+                         detail=detail)
         try:
             run()
         except AwaBeatError as exc:
-            ops.record_action(**record, outcome=f"error: {exc}")
+            record(outcome=f"error: {exc}")
             raise
-        ops.record_action(**record, outcome="ok")
+        record(outcome="ok")
 
     def runtime_add_view(self, request: HttpRequest) -> HttpResponse:
         if not self.has_edit_schedules_permission(request):
