@@ -9,9 +9,12 @@ imports under ``TYPE_CHECKING``.
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
+
+# typing.TYPE_CHECKING without importing typing (which costs a bare import of the package
+# more than the rest of it); type checkers take any constant of this name as true.
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from .api import Schedules
