@@ -64,12 +64,14 @@ def matrix(request: pytest.FixtureRequest) -> Iterator[MatrixDB]:
     connections.close_all()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def client(matrix: MatrixDB) -> Any:
+    """A superuser's client, logged in once (a password check costs a key derivation)."""
+    from django.contrib.auth.models import User
     from django.test import Client
 
     c = Client()
-    c.login(username="root", password="pw")
+    c.force_login(User.objects.get(username="root"))
     return c
 
 
