@@ -46,6 +46,12 @@ class ConfigError(AwaBeatError):
     """A configuration value is missing or invalid."""
 
 
+class DispatchUnserved(ConfigError):
+    """A schedule whose jobs nothing would run: no beat of its deployment publishes them
+    to Celery, or no Awa worker can take them, while the beats seen would run another
+    choice (``awa-beat add`` refuses it)."""
+
+
 class NoDatabase(ConfigError):
     """No database is configured and no embedded one was started here; the operator
     commands end in one line and exit code 1, as every other mistake does."""

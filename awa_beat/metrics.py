@@ -48,6 +48,7 @@ from .errors import StoreError, first_line
 from .logs import event
 from .node import LAG_BUCKETS
 from .operations import Operations, Overdue
+from .records import OutboxBacklog
 from .store import Store
 
 if TYPE_CHECKING:
@@ -160,11 +161,10 @@ class DatabaseFigures:
 
     standbys: int
     """Standbys of this lock key that wrote a heartbeat in the last minute."""
-    outbox_backlog: int | None
-    """Jobs for Celery of this deployment not yet accepted by the broker (None: no
-    Celery dispatch)."""
-    outbox_oldest_age: float | None
-    """Seconds since the oldest of them was fired (None: none waiting)."""
+    backlogs: list[OutboxBacklog]
+    """Every deployment's jobs for Celery not yet accepted by the broker, this node's own
+    (0 when none wait) first when it publishes; the deployments that have none else
+    left out."""
 
 
 class BeatCollector(Collector):
@@ -214,12 +214,13 @@ class BeatCollector(Collector):
         if store is None:
             raise StoreError("the node is closed")
         key = node.settings.lock_key
-        standbys = sum(1 for b in store.beats()
-                       if b["role"] == "standby" and b["lock_key"] == key)
-        backlog = age = None
-        if node.outbox is not None:
-            backlog, age = store.outbox_stats(node.settings.deployment)
-        return DatabaseFigures(standbys, backlog, age)
+        standbys = len([b for b in store.beats()
+                        if b["role"] == "standby" and b["lock_key"] == key])
+        backlogs = store.outbox_backlogs()
+        own = node.settings.deployment
+        if node.outbox is not None and all(b.deployment != own for b in backlogs):
+            backlogs.insert(0, OutboxBacklog(own, 0, None))
+        return DatabaseFigures(standbys, backlogs)
 
     # -- the series ---------------------------------------------------------------------
 
@@ -380,15 +381,23 @@ class BeatCollector(Collector):
             "awa_beat_standbys_seen",
             "Standbys of this lock key that wrote a heartbeat in the last minute.",
             value=figures.standbys)
-        if figures.outbox_backlog is not None:
-            yield GaugeMetricFamily(
-                "awa_beat_outbox_backlog",
-                "Jobs for Celery not yet accepted by the broker (this deployment).",
-                value=figures.outbox_backlog)
-            yield GaugeMetricFamily(
-                "awa_beat_outbox_oldest_age_seconds",
-                "Seconds since the oldest job waiting for the broker was fired (0: none).",
-                value=figures.outbox_oldest_age or 0.0)
+        if not figures.backlogs:
+            return
+        # Every deployment's, as `awa-beat status` shows them: a backlog that no beat of
+        # its deployment publishes shows up in every beat's scrape.
+        backlog = GaugeMetricFamily(
+            "awa_beat_outbox_backlog",
+            "Jobs for Celery not yet accepted by the broker, by the deployment whose beat "
+            "publishes them.", labels=["deployment"])
+        oldest = GaugeMetricFamily(
+            "awa_beat_outbox_oldest_age_seconds",
+            "Seconds since the oldest job waiting for the broker was fired (0: none), by "
+            "deployment.", labels=["deployment"])
+        for b in figures.backlogs:
+            backlog.add_metric([b.deployment], b.jobs)
+            oldest.add_metric([b.deployment], b.oldest_age or 0.0)
+        yield backlog
+        yield oldest
 
 
 def registry_for(node: BeatNode, **sources: Any) -> tuple[CollectorRegistry, BeatCollector]:

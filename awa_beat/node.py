@@ -41,7 +41,7 @@ from .engine import Engine, EngineStore, utcnow
 from .errors import AwaBeatError, DatabaseUnavailable, SchemaError, StoreError
 from .fire_times import parse_iso
 from .logs import event
-from .records import Contact, Fence, FireResult
+from .records import Contact, Fence, FireResult, OutboxBacklog
 from .spec import ScheduleSpec
 from .sql import queries
 from .store import PackedBatch, SyncBatch
@@ -189,6 +189,9 @@ class NodeStore(EngineStore, Protocol):
     def runtime_owned_names(self, names: Sequence[str]) -> list[str]: ...
     def heartbeat(self, **beat: Any) -> None: ...
     def beat_gone(self, identity: str) -> None: ...
+    # What the node's metrics read (awa_beat.metrics).
+    def beats(self) -> list[dict[str, Any]]: ...
+    def outbox_backlogs(self) -> list[OutboxBacklog]: ...
 
 
 class LeadershipLike(Protocol):
@@ -734,7 +737,7 @@ class BeatNode:
                 identity=self.identity, host=host, pid=int(pid),
                 deployment=self.settings.deployment, lock_key=self.settings.lock_key,
                 role=status.role, started_at=self._started_at,
-                leader_since=status.leader_since,
+                leader_since=status.leader_since, publishes=self.outbox is not None,
                 last_lag_ms=None if status.last_lag is None else status.last_lag * 1000)
         purge = getattr(self.store, "purge_outcomes", None)
         if status.role == "leader" and purge is not None and now >= self._outcome_purge_at:

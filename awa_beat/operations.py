@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import getpass
 import socket
+from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta, timezone
@@ -268,10 +269,26 @@ class BeatView:
     """How long ago it was seen, by the database's clock."""
     holds_lock: bool
     """Whether its leader lock is held right now."""
+    publishes: bool
+    """Whether it publishes its deployment's jobs for Celery (it has the dispatch bridge;
+    only while it leads)."""
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> BeatView:
         return cls(**{f.name: row[f.name] for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class DeploymentBacklog:
+    """One deployment's jobs for Celery not yet published, and who would publish them."""
+
+    deployment: str
+    jobs: int
+    oldest_age: float | None
+    """Seconds since the oldest of them was fired (None: none waiting)."""
+    publishers: int
+    """Beats of this deployment seen in the last minute that publish Celery jobs; with
+    none, the jobs wait until one runs."""
 
 
 @dataclass(frozen=True)
@@ -280,8 +297,31 @@ class ClusterStatus:
     """Leaders whose lock is really held (normally one per lock key)."""
     standbys: list[BeatView]
     backlog: int
-    """Jobs for Celery the bridge has not published yet."""
+    """Jobs for Celery the bridge has not published yet (every deployment's)."""
     overdue: list[Overdue] = field(default_factory=list)
+    backlogs: list[DeploymentBacklog] = field(default_factory=list)
+    """Per deployment, by name: every deployment with jobs waiting or a beat that
+    publishes."""
+
+    @property
+    def unpublished(self) -> list[DeploymentBacklog]:
+        """The deployments whose jobs wait and no beat seen publishes."""
+        return [b for b in self.backlogs if b.jobs and not b.publishers]
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """Who runs the jobs of a row of one deployment and dispatch, as the cluster is now
+    (:meth:`Operations.delivery`)."""
+
+    deployment: str
+    dispatch: str
+    runner: str
+    """Who runs its jobs, in words."""
+    warning: str | None = None
+    """Why they may never run (nothing seen that runs them), or None."""
+    refusal: str | None = None
+    """Why they will not run while others would (a mistake to refuse), or None."""
 
 
 @dataclass(frozen=True)
@@ -839,13 +879,62 @@ class Operations:
 
     # -- the cluster ----------------------------------------------------------------------
 
+    def beats(self) -> list[BeatView]:
+        """The beats seen in the last minute."""
+        return [BeatView.from_row(b) for b in self.store.beats()]
+
     def status(self) -> ClusterStatus:
-        beats = [BeatView.from_row(b) for b in self.store.beats()]
+        beats = self.beats()
+        backlogs = self.backlogs(beats)
         return ClusterStatus(
             leaders=[b for b in beats if b.role == "leader" and b.holds_lock],
             standbys=[b for b in beats if b.role == "standby"],
-            backlog=self.store.count_all_pending_celery_jobs(),
-            overdue=self.overdue())
+            backlog=sum(b.jobs for b in backlogs), overdue=self.overdue(),
+            backlogs=backlogs)
+
+    def backlogs(self, beats: list[BeatView] | None = None) -> list[DeploymentBacklog]:
+        """Per deployment, the jobs for Celery not yet published and the beats that
+        publish them (``beats``: those seen, if already read)."""
+        if beats is None:
+            beats = self.beats()
+        publishers = Counter(b.deployment for b in beats if b.publishes)
+        waiting = {b.deployment: b for b in self.store.outbox_backlogs()}
+        return [DeploymentBacklog(d, w.jobs if w else 0, w.oldest_age if w else None,
+                                  publishers[d])
+                for d in sorted({*waiting, *publishers}) for w in [waiting.get(d)]]
+
+    def delivery(self, deployment: str, dispatch: str) -> Delivery:
+        """Who would run the jobs of a row of ``deployment`` dispatched to ``dispatch``:
+        refused when nothing would while the beats seen show what would (another
+        deployment's beat publishes Celery jobs), a warning when no beat is seen that
+        would (none may have started yet)."""
+        publishing = sorted({b.deployment for b in self.beats() if b.publishes})
+        others = ", ".join(repr(d) for d in publishing)
+        if dispatch == "celery":
+            runner = f"published to Celery by the beat of deployment {deployment!r}"
+            if deployment in publishing:
+                return Delivery(deployment, dispatch, runner)
+            gone = (f"no beat of deployment {deployment!r} publishes Celery jobs, so its "
+                    "jobs would wait in awa.jobs")
+            if publishing:
+                return Delivery(deployment, dispatch, runner, refusal=(
+                    f"{gone} for ever; beats of deployment {others} do: give --deployment "
+                    f"{publishing[0]} (or add it with `celery -A <app> awa add`), or start "
+                    f"a beat of {deployment!r} with awa_beat_dispatch = 'celery' first"))
+            return Delivery(deployment, dispatch, runner, warning=(
+                f"{gone} until one runs (no beat that publishes was seen in the last "
+                "minute)"))
+        runner = "left in awa.jobs for Awa workers"
+        if self.store.awa_owned:
+            return Delivery(deployment, dispatch, runner)
+        gone = ("Awa is not installed in this database, so no Awa worker runs its jobs: "
+                "they would pile up in awa.jobs")
+        if publishing:
+            return Delivery(deployment, dispatch, runner, refusal=(
+                f"dispatch awa: {gone}; beats of deployment {others} publish Celery jobs: "
+                f"give --dispatch celery --deployment {publishing[0]}"))
+        return Delivery(deployment, dispatch, runner, warning=(
+            f"dispatch awa: {gone} (give --dispatch celery for Celery workers)"))
 
     # -- doctor ---------------------------------------------------------------------------
 
@@ -884,12 +973,37 @@ class Operations:
             yield Check(not overdue, f"{len(overdue)} overdue schedule(s)",
                         "see `awa-beat history NAME`: is beat running, do the tasks fail?",
                         tuple(f"{o.name}: {'; '.join(o.reasons)}" for o in overdue))
+        yield from self._backlog_checks()
         orphans = self.orphans()
         if orphans is not None:
             yield Check(not orphans,
                         f"{len(orphans)} stored schedule(s) no longer in beat_schedule",
                         "`awa-beat remove NAME` for each, if no other deployment needs it",
                         tuple(orphans))
+
+
+    def _backlog_checks(self) -> Iterator[Check]:
+        """Jobs that nothing publishes or runs: a deployment's Celery jobs with no beat of
+        it seen, and jobs for Awa workers where Awa is not installed."""
+        try:
+            cluster = self.status()
+            stranded = self.store.stranded_awa_jobs()
+        except AwaBeatError as exc:
+            yield Check(False, f"outbox backlog: {exc}", "run `awa-beat migrate`")
+            return
+        per = ", ".join(f"{b.deployment or '(none)'}: {b.jobs}" for b in cluster.backlogs)
+        yield Check(not cluster.unpublished,
+                    f"{cluster.backlog} unpublished Celery job(s)" + (f" ({per})" if per else ""),
+                    "start a beat of that deployment with awa_beat_dispatch = 'celery' (or "
+                    "move its schedules: `awa-beat edit NAME --deployment D`)",
+                    tuple(f"deployment {b.deployment or '(none)'}: {b.jobs} job(s) wait, "
+                          "no beat of it publishes them" for b in cluster.unpublished))
+        total = sum(stranded.values())
+        yield Check(not total, f"{total} job(s) left for Awa workers where Awa is not "
+                    "installed", "dispatch them to Celery: `awa-beat edit NAME --dispatch "
+                    "celery --deployment D` (or options.awa_beat.dispatch)",
+                    tuple(f"deployment {d or '(none)'}: {n} job(s) wait, nothing runs them"
+                          for d, n in stranded.items()))
 
 
 def diagnose(url: str, **kwargs: Any) -> Iterator[Check]:

@@ -230,6 +230,17 @@ class Contact:
 
 
 @dataclass(frozen=True)
+class OutboxBacklog:
+    """One deployment's jobs for Celery that no broker has accepted yet."""
+
+    deployment: str
+    """Whose beat publishes them ('' for jobs that name none)."""
+    jobs: int
+    oldest_age: float | None
+    """Seconds since the oldest of them was fired, by the database's clock."""
+
+
+@dataclass(frozen=True)
 class OutboxStats:
     """What the dispatch bridge has done, for metrics."""
 

@@ -51,6 +51,7 @@ from .records import (
     FireRequest,
     FireResult,
     Holds,
+    OutboxBacklog,
     RowMaker,
     ScheduleRow,
     SyncResult,
@@ -727,7 +728,7 @@ class Store:
 
     def heartbeat(self, **beat: Any) -> None:
         with self._conn() as conn, wrap_errors("recording the heartbeat"):
-            conn.execute(queries["beat_heartbeat"], beat)
+            conn.execute(queries["beat_heartbeat"], {"publishes": False, **beat})
 
     def beat_gone(self, identity: str) -> None:
         with self._conn() as conn, wrap_errors("removing the heartbeat"):
@@ -738,22 +739,21 @@ class Store:
             cur = conn.cursor(row_factory=dict_row)
             return cur.execute(queries["list_beats"], {"window": window}).fetchall()
 
-    def count_all_pending_celery_jobs(self) -> int:
+    def outbox_backlogs(self) -> list[OutboxBacklog]:
+        """Every deployment's jobs waiting for the broker, by deployment (none where Awa
+        owns the tables: Celery dispatch is refused there)."""
         if self.awa_owned:
-            return 0
-        with self._conn() as conn, wrap_errors("counting unpublished jobs"):
-            row = conn.execute(queries["count_all_pending_celery_jobs"]).fetchone()
-        return int(row[0]) if row else 0
-
-    def outbox_stats(self, deployment: str) -> tuple[int, float | None]:
-        """``deployment``'s jobs waiting for the broker, and the age in seconds (by the
-        database's clock) of the oldest of them, or None when there is none."""
-        if self.awa_owned:
-            return 0, None
+            return []
         with self._conn() as conn, wrap_errors("reading the outbox's backlog"):
-            row = conn.execute(queries["outbox_stats"], {"deployment": deployment}).fetchone()
-        backlog, oldest, db_now = one_row(row, "reading the outbox's backlog")
-        return int(backlog), None if oldest is None else (db_now - oldest).total_seconds()
+            return [OutboxBacklog(*row) for row in conn.execute(queries["outbox_backlogs"])]
+
+    def stranded_awa_jobs(self) -> dict[str, int]:
+        """Jobs left for Awa workers where Awa is not installed, by deployment (none
+        where Awa owns the tables: its workers run them)."""
+        if self.awa_owned:
+            return {}
+        with self._conn() as conn, wrap_errors("counting jobs left for Awa workers"):
+            return dict(conn.execute(queries["count_stranded_awa_jobs"]).fetchall())
 
     def database_clock(self) -> datetime:
         with self._conn() as conn, wrap_errors("reading the database clock"):

@@ -33,6 +33,7 @@ from .records import (
     FireRequest,
     FireResult,
     Holds,
+    OutboxBacklog,
     RowMaker,
     SyncResult,
     TableState,
@@ -255,8 +256,8 @@ class MemoryStore:
         """The name of every method called, in order (for tests of who asks what)."""
         # On the node's monotonic scale: a FakeClock's, else the real one.
         self.contact = Contact(getattr(clock, "monotonic", time.monotonic))
-        self.outbox: tuple[int, float | None] = (0, None)
-        """What :meth:`outbox_stats` answers."""
+        self.backlogs: list[OutboxBacklog] = []
+        """What :meth:`outbox_backlogs` answers."""
         self.configs: dict[str, tuple[str, int, int]] = {}
         """``awa_beat.config_syncs``: per deployment, its digest, row count, fingerprint."""
 
@@ -439,9 +440,9 @@ class MemoryStore:
         self._call("beats")
         return list(self.heartbeats.values())
 
-    def outbox_stats(self, deployment: str) -> tuple[int, float | None]:
-        self._call("outbox_stats")
-        return self.outbox
+    def outbox_backlogs(self) -> list[OutboxBacklog]:
+        self._call("outbox_backlogs")
+        return list(self.backlogs)
 
     def fired(self, name: str) -> list[str]:
         """The fire times of ``name``'s jobs, in order."""

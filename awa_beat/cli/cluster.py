@@ -7,7 +7,7 @@ import json
 import click
 
 from .context import database_url_option, friendly_errors, json_option, operations
-from .format import beat_json, fmt, overdue_json
+from .format import backlog_json, backlog_text, beat_json, fmt, overdue_json
 
 
 @click.command()
@@ -24,6 +24,7 @@ def status(database_url: str | None, as_json: bool) -> None:
             "leaders": [beat_json(b) for b in cluster.leaders],
             "standbys": [beat_json(b) for b in cluster.standbys],
             "unpublished_backlog": cluster.backlog,
+            "backlog_by_deployment": [backlog_json(b) for b in cluster.backlogs],
             "overdue": [overdue_json(o) for o in cluster.overdue]}, indent=2))
         return
     if not cluster.leaders:
@@ -38,6 +39,8 @@ def status(database_url: str | None, as_json: bool) -> None:
         click.echo(f"  {b.host} pid {b.pid} (deployment {b.deployment}), "
                    f"seen {b.age.total_seconds():.0f} s ago")
     click.echo(f"unpublished Celery jobs (bridge backlog): {cluster.backlog}")
+    for b in cluster.backlogs:
+        click.echo(f"  {backlog_text(b)}")
     click.echo(f"overdue schedules: {len(cluster.overdue)}")
     for o in cluster.overdue:
         click.echo(f"  {o.name}: {'; '.join(o.reasons)}")

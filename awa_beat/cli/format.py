@@ -11,6 +11,7 @@ from ..errors import AwaBeatError
 from ..operations import (
     BeatView,
     Check,
+    DeploymentBacklog,
     JobRecord,
     Occurrence,
     Overdue,
@@ -96,7 +97,21 @@ def beat_json(beat: BeatView) -> dict[str, Any]:
     return {"host": beat.host, "pid": beat.pid, "deployment": beat.deployment,
             "lock_key": beat.lock_key, "since": iso(beat.leader_since),
             "started_at": iso(beat.started_at), "seen_at": iso(beat.seen_at),
-            "last_pass_lag_ms": beat.last_lag_ms}
+            "last_pass_lag_ms": beat.last_lag_ms, "publishes": beat.publishes}
+
+
+def backlog_json(b: DeploymentBacklog) -> dict[str, Any]:
+    return {"deployment": b.deployment, "jobs": b.jobs, "oldest_age_seconds": b.oldest_age,
+            "publishing_beats": b.publishers}
+
+
+def backlog_text(b: DeploymentBacklog) -> str:
+    """One deployment's outbox: ``deployment proj: 3 job(s), oldest 12 s; 2 beat(s)
+    publish``, loud when none does."""
+    oldest = f", oldest {b.oldest_age:.0f} s" if b.oldest_age is not None else ""
+    who = (f"{b.publishers} beat(s) publish" if b.publishers
+           else "NO beat of this deployment publishes them")
+    return f"deployment {b.deployment or '(none)'}: {b.jobs} job(s){oldest}; {who}"
 
 
 def check_text(check: Check) -> str:

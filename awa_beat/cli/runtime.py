@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 import click
 
 from ..entries import NONE_WORD, entry_from_options, parse_at, parse_every, parse_solar
+from ..errors import DispatchUnserved
+from ..operations import Delivery
 from .context import database_url_option, friendly_errors, json_option, operations
 from .format import fmt, schedule_json
 
@@ -86,16 +88,24 @@ def _entry(name: str, params: dict[str, Any], *, edit: bool) -> dict[str, Any]:
     return entry_from_options(name, edit=edit, **params)
 
 
-def _report(verb: str, name: str, database_url: str | None, as_json: bool) -> None:
+def _report(verb: str, name: str, database_url: str | None, as_json: bool,
+            delivery: Delivery | None = None) -> None:
     with operations(database_url) as ops:
         view = ops.get(name)
     if as_json:
-        click.echo(json.dumps(schedule_json(view), indent=2))
+        shown = schedule_json(view)
+        if delivery is not None:
+            shown.update(dispatch=delivery.dispatch, runner=delivery.runner,
+                         warning=delivery.warning)
+        click.echo(json.dumps(shown, indent=2))
         return
     row = view.row
     nxt = ("INVALID: " + view.problem if view.problem
            else f"next fire {fmt(view.next_fire)} UTC" if view.next_fire else "no further fire")
     click.echo(f"{verb} {name}: {row.cron_expr} ({row.timezone}), {nxt}")
+    if delivery is not None:
+        click.echo(f"deployment {delivery.deployment}, dispatch {delivery.dispatch}: "
+                   f"{delivery.runner}")
 
 
 @click.command()
@@ -120,8 +130,16 @@ def add(name: str, database_url: str | None, as_json: bool, replace: bool, force
     with operations(database_url) as ops:
         if deployment:
             ops.settings = dataclasses.replace(ops.settings, deployment=deployment)
+        (spec,) = ops.specs({name: entry})
+        # Without an app the defaults (deployment 'default', dispatch awa) are rarely what
+        # the beats serve: say what the row gets, and refuse a row nothing would run.
+        delivery = ops.delivery(ops.settings.deployment, spec.dispatch)
+        if delivery.refusal is not None:
+            raise DispatchUnserved(f"{name}: {delivery.refusal}; nothing was written")
         ops.add({name: entry}, replace=replace, force=force)
-    _report("replaced" if replace else "added", name, database_url, as_json)
+    _report("replaced" if replace else "added", name, database_url, as_json, delivery)
+    if delivery.warning is not None:
+        click.echo(f"warning: {name}: {delivery.warning}", err=True)
 
 
 @click.command()

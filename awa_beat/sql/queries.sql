@@ -738,13 +738,13 @@ DELETE FROM awa.jobs
 
 -- beat_heartbeat --
 INSERT INTO awa_beat.beats AS b (identity, host, pid, deployment, lock_key, role, started_at,
-                                 leader_since, seen_at, last_lag_ms)
+                                 leader_since, seen_at, last_lag_ms, publishes)
 VALUES (%(identity)s, %(host)s, %(pid)s, %(deployment)s, %(lock_key)s, %(role)s,
-        %(started_at)s, %(leader_since)s, now(), %(last_lag_ms)s)
+        %(started_at)s, %(leader_since)s, now(), %(last_lag_ms)s, %(publishes)s)
 ON CONFLICT (identity) DO UPDATE
    SET role = EXCLUDED.role, leader_since = EXCLUDED.leader_since, seen_at = now(),
        last_lag_ms = EXCLUDED.last_lag_ms, deployment = EXCLUDED.deployment,
-       lock_key = EXCLUDED.lock_key;
+       lock_key = EXCLUDED.lock_key, publishes = EXCLUDED.publishes;
 
 -- beat_gone --
 DELETE FROM awa_beat.beats WHERE identity = %(identity)s;
@@ -763,17 +763,27 @@ SELECT b.identity, b.host, b.pid, b.deployment, b.lock_key, b.role, b.started_at
  WHERE b.seen_at > now() - %(window)s::interval
  ORDER BY b.role, b.identity;
 
--- outbox_stats --
--- The metrics' view of one deployment's outbox: how many jobs wait for the broker and
--- when the oldest of them was fired. Reads the pending jobs' partial index.
-SELECT count(*) AS backlog, min(created_at) AS oldest, statement_timestamp() AS db_now
+-- outbox_backlogs --
+-- The outbox of every deployment (status, doctor, the dashboard and the metrics): how
+-- many jobs for Celery wait for the broker, and the age in seconds of the oldest of them
+-- by the database's clock. Each deployment's beat publishes only its own. Reads the
+-- pending jobs' partial index.
+SELECT coalesce(metadata -> 'celery' ->> 'deployment', '') AS deployment,
+       count(*) AS jobs,
+       extract(epoch FROM statement_timestamp() - min(created_at))::float8 AS oldest_age
   FROM awa.jobs
  WHERE state = 'available' AND (metadata -> 'celery' ->> 'dispatch') = 'celery'
-   AND (metadata -> 'celery' ->> 'deployment') = %(deployment)s;
+ GROUP BY 1
+ ORDER BY 1;
 
--- count_all_pending_celery_jobs --
-SELECT count(*) FROM awa.jobs
- WHERE state = 'available' AND (metadata -> 'celery' ->> 'dispatch') = 'celery';
+-- count_stranded_awa_jobs --
+-- Jobs left for Awa workers in a database where Awa is not installed: nothing runs them.
+SELECT coalesce(metadata -> 'celery' ->> 'deployment', '') AS deployment, count(*) AS jobs
+  FROM awa.jobs
+ WHERE state = 'available' AND metadata ? 'cron_name'
+   AND (metadata -> 'celery' ->> 'dispatch') IS DISTINCT FROM 'celery'
+ GROUP BY 1
+ ORDER BY 1;
 
 -- database_clock --
 SELECT clock_timestamp() AS now;

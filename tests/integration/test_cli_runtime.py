@@ -33,7 +33,7 @@ def test_add_then_edit_changes_only_the_given_fields(db_url: str) -> None:
                 "--tz", "Europe/Paris", "--kwargs", '{"tenant": 42}', "--queue", "reports",
                 "--json", "--database-url", db_url)
     assert added.exit_code == 0, added.output
-    shown = json.loads(added.output)
+    shown = json.loads(added.stdout)
     assert (shown["schedule"], shown["timezone"], shown["owner"]) == (
         "30 7 * * 1-5", "Europe/Paris", "runtime")
     edited = run("edit", "report", "--cron", "0 8 * * *", "--database-url", db_url)
@@ -88,7 +88,7 @@ def test_celery_awa_add_reads_the_entry_with_the_apps_settings(db_url: str, layo
                                              "0 9 * * *", "--json"],
                                 obj=SimpleNamespace(app=app))
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["timezone"] == "Asia/Tokyo"
+    assert json.loads(result.stdout)["timezone"] == "Asia/Tokyo"
     shown = json.loads(CliRunner().invoke(celery_awa, ["show", "ping", "--json"],
                                           obj=SimpleNamespace(app=app)).output)
     assert shown["metadata"]["celery"]["dispatch"] == "celery"
@@ -99,7 +99,7 @@ def test_at_and_solar_store_calendars_awa_never_fires(db_url: str) -> None:
     once = run("add", "nye", "--task", "t.greet", "--at", "2030-01-01T00:00+01:00", "--json",
                "--database-url", db_url)
     assert once.exit_code == 0, once.output
-    shown = json.loads(once.output)
+    shown = json.loads(once.stdout)
     assert shown["schedule"] == "@at 2029-12-31T23:00:00Z | runs=1"
     upcoming = json.loads(run("show", "nye", "--json", "--database-url", db_url).output)
     assert upcoming["next_fires"][0].startswith("2029-12-31T23:00:00")
@@ -108,7 +108,7 @@ def test_at_and_solar_store_calendars_awa_never_fires(db_url: str) -> None:
     dusk = run("add", "dusk", "--task", "t.lights", "--solar", "sunset:48.85:2.35", "--json",
                "--database-url", db_url)
     assert dusk.exit_code == 0, dusk.output
-    assert json.loads(dusk.output)["schedule"] == "@solar sunset 48.85 2.35"
+    assert json.loads(dusk.stdout)["schedule"] == "@solar sunset 48.85 2.35"
     bad = run("add", "dawn", "--task", "t", "--solar", "sunfoo:48.85:2.35",
               "--database-url", db_url)
     assert bad.exit_code == 1 and bad.output.startswith(

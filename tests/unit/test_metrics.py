@@ -20,7 +20,7 @@ from awa_beat.http import CONTACT_WINDOW, Endpoint, liveness, readiness
 from awa_beat.logs import JsonFormatter, event
 from awa_beat.metrics import BeatCollector, Refresher, node_run_report, registry_for
 from awa_beat.node import BeatNode
-from awa_beat.records import OutboxStats
+from awa_beat.records import OutboxBacklog, OutboxStats
 from awa_beat.testing import FakeClock, wait_for
 from tests.unit.test_node import Cluster
 
@@ -227,15 +227,18 @@ class StatsOutbox:
 def test_outbox_series(clock: FakeClock) -> None:
     cluster = Cluster(clock)
     node = cluster.node("a", ENTRIES, dispatch="celery", outbox=StatsOutbox()).open()
-    cluster.store.outbox = (12, 42.5)
+    cluster.store.backlogs = [OutboxBacklog("other", 3, 400.0)]
     cluster.run([node], 2)
     registry, collector = registry_for(node, clock=clock.monotonic)
     scrape = samples(registry)
     assert value(scrape, "awa_beat_published_total") == 5
     assert value(scrape, "awa_beat_publish_errors_total") == 2
     assert value(scrape, "awa_beat_broker_up") == 0
-    assert value(scrape, "awa_beat_outbox_backlog") == 12
-    assert value(scrape, "awa_beat_outbox_oldest_age_seconds") == 42.5
+    # Its own deployment's (none waiting), and every other's, as `awa-beat status` shows.
+    assert value(scrape, "awa_beat_outbox_backlog", deployment="d") == 0
+    assert value(scrape, "awa_beat_outbox_oldest_age_seconds", deployment="d") == 0
+    assert value(scrape, "awa_beat_outbox_backlog", deployment="other") == 3
+    assert value(scrape, "awa_beat_outbox_oldest_age_seconds", deployment="other") == 400
     collector.close()
     node.close()
 
