@@ -11,25 +11,20 @@ job's state in ``awa.jobs``.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from datetime import datetime, timezone
-from pathlib import Path
 
 import pytest
-from psycopg.conninfo import conninfo_to_dict
 
 from awa_beat.store import connect
-from awa_beat.testing import terminate, wait_for
-from tests.acceptance.test_observability import Beat, free_port
+from awa_beat.testing import wait_for
+from tests.acceptance.test_observability import Beat
 from tests.conftest import LAYOUTS
+from tests.matrix.beats import running_beat
 from tests.matrix.catalogue import CATALOGUE, NAMES, store_catalogue
 from tests.matrix.metricsapp import FAILING
 
 pytestmark = pytest.mark.acceptance
-ROOT = Path(__file__).resolve().parents[2]
 UTC = timezone.utc
 
 
@@ -41,24 +36,8 @@ def beat(request: pytest.FixtureRequest, databases,
     url = databases.fresh(request.param)
     tmp_path = tmp_path_factory.mktemp(f"beat-{request.param}")
     store_catalogue(url, owner="config")
-    port = free_port()
-    env = {**os.environ, "AWA_BEAT_DATABASE_URL": url, "AWA_BEAT_HTTP_PORT": str(port),
-           "AWA_BEAT_ELECTION_INTERVAL": "0.2", "PYTHONPATH": str(ROOT)}
-    log = tmp_path / "beat.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-q", "-A", "tests.matrix.metricsapp", "beat",
-             "-S", "awa_beat.Scheduler", "-l", "info", "--pidfile=",
-             "-s", str(tmp_path / "unused")],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    # A password of the URL must never appear in a page.
-    secret = conninfo_to_dict(url).get("password") or "no password in this URL"
-    started = Beat(proc, port, log, str(secret))
-    try:
-        wait_for(lambda: started.probe("/readyz") == 200, 60, "the beat to be ready")
-        yield started, url
-    finally:
-        terminate([proc], 10)
+    with running_beat("tests.matrix.metricsapp", url, tmp_path) as beat:
+        yield beat, url
 
 
 def fail_runs(url: str, name: str) -> int:
