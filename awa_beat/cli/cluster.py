@@ -39,8 +39,8 @@ def status(database_url: str | None, as_json: bool) -> None:
         click.echo(f"  {b.host} pid {b.pid} (deployment {b.deployment}), "
                    f"seen {b.age.total_seconds():.0f} s ago")
     click.echo(f"unpublished Celery jobs (bridge backlog): {cluster.backlog}")
-    for b in cluster.backlogs:
-        click.echo(f"  {backlog_text(b)}")
+    for backlog in cluster.backlogs:
+        click.echo(f"  {backlog_text(backlog)}")
     click.echo(f"overdue schedules: {len(cluster.overdue)}")
     for o in cluster.overdue:
         click.echo(f"  {o.name}: {'; '.join(o.reasons)}")
