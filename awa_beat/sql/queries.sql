@@ -752,7 +752,7 @@ DELETE FROM awa_beat.beats WHERE identity = %(identity)s;
 -- list_beats --
 -- Beats seen recently, with whether each leader's lock is really held right now.
 SELECT b.identity, b.host, b.pid, b.deployment, b.lock_key, b.role, b.started_at,
-       b.leader_since, b.seen_at, b.last_lag_ms, now() - b.seen_at AS age,
+       b.leader_since, b.seen_at, b.last_lag_ms, b.publishes, now() - b.seen_at AS age,
        EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a USING (pid)
                 WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
                   AND ((l.classid::bigint << 32) | l.objid::bigint) = b.lock_key
