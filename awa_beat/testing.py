@@ -15,6 +15,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -153,6 +154,10 @@ def awa_migrate(url: str) -> None:
     asyncio.run(run())
 
 
+#: Connections that drop a run's databases at its end.
+DROP_CONNECTIONS = 8
+
+
 class TempDatabases:
     """Creates databases named ``<prefix>_<n>...`` on one server and drops them at close."""
 
@@ -193,11 +198,24 @@ class TempDatabases:
         return self.url(self.create(template=template))
 
     def close(self) -> None:
-        for name in reversed(self.created):
-            self._admin.execute(queries["terminate_backends"], {"dbname": name})
-            self._admin.execute(sql.SQL(queries["drop_database"]).format(
-                name=sql.Identifier(name)))
+        """Drop every database made, several at once: each DROP DATABASE waits for a
+        checkpoint, and drops running together share one, where a run of a few hundred
+        dropped one by one spent minutes waiting."""
+        templates = set(self._templates.values())
+        clones = [n for n in reversed(self.created) if n not in templates]
+        with ThreadPoolExecutor(DROP_CONNECTIONS, thread_name_prefix="drop") as pool:
+            list(pool.map(self._drop, clones))
+        for name in templates:
+            self._drop(name, self._admin)
         self._admin.close()
+
+    def _drop(self, name: str, conn: psycopg.Connection | None = None) -> None:
+        if conn is None:
+            with psycopg.connect(self.server_url, autocommit=True) as own:
+                self._drop(name, own)
+            return
+        conn.execute(queries["terminate_backends"], {"dbname": name})
+        conn.execute(sql.SQL(queries["drop_database"]).format(name=sql.Identifier(name)))
 
 
 def actions(records: Iterable[Any]) -> list[str]:

@@ -46,8 +46,8 @@ from .format import fmt, table
 @friendly_errors
 def import_(database_url: str | None, app_spec: str | None, from_django: str | None,
             from_redbeat: str | None, key_prefix: str, from_file: str | None,
-            trust_file: bool, zone: str | None, dispatch: str | None, deployment: str | None, dry_run: bool,
-            force: bool, as_json: bool) -> None:
+            trust_file: bool, zone: str | None, dispatch: str | None,
+            deployment: str | None, dry_run: bool, force: bool, as_json: bool) -> None:
     """Move an existing Celery schedule into awa-beat: no double and no missed run.
 
     From the app's beat_schedule (-A alone), django-celery-beat's tables, RedBeat, or a
@@ -70,8 +70,8 @@ def import_(database_url: str | None, app_spec: str | None, from_django: str | N
                                "--from-redbeat URL or --from-file PATH")
     done = run_import(ImportOptions(
         app=app, from_django=from_django, from_redbeat=from_redbeat, key_prefix=key_prefix,
-        from_file=from_file, trust_file=trust_file, timezone=zone, dispatch=dispatch, deployment=deployment,
-        database_url=database_url, dry_run=dry_run, force=force), lambda url: open_store(url, app))
+        from_file=from_file, trust_file=trust_file, timezone=zone, dispatch=dispatch,
+        deployment=deployment, database_url=database_url, dry_run=dry_run, force=force), lambda url: open_store(url, app))
     plan, written = done.plan, done.written
     if as_json:
         click.echo(json.dumps(done.to_json(), indent=2))

@@ -12,7 +12,8 @@ import pytest
 
 from awa_beat.logs import JsonFormatter, event, printable
 
-FORGED = "nightly\n[2026-12-07 00:00:00,000: CRITICAL/MainProcess] beat: database wiped\x1b[2J\u202e"
+FORGED = ("nightly\n[2026-12-07 00:00:00,000: CRITICAL/MainProcess] beat: database wiped"
+          "\x1b[2J\u202e")
 
 
 @pytest.fixture
