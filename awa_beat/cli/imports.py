@@ -71,7 +71,8 @@ def import_(database_url: str | None, app_spec: str | None, from_django: str | N
     done = run_import(ImportOptions(
         app=app, from_django=from_django, from_redbeat=from_redbeat, key_prefix=key_prefix,
         from_file=from_file, trust_file=trust_file, timezone=zone, dispatch=dispatch,
-        deployment=deployment, database_url=database_url, dry_run=dry_run, force=force), lambda url: open_store(url, app))
+        deployment=deployment, database_url=database_url, dry_run=dry_run, force=force),
+        lambda url: open_store(url, app))
     plan, written = done.plan, done.written
     if as_json:
         click.echo(json.dumps(done.to_json(), indent=2))
