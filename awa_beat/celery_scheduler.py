@@ -21,7 +21,7 @@ from celery import beat
 from .config import Settings, redact, resolve_database_url
 from .embedded import default_data_dir
 from .engine import utcnow
-from .errors import AwaBeatError, SessionLockUnsupported
+from .errors import AwaBeatError, SessionLockUnsupported, UnknownSchema
 from .logs import event, use_json
 from .node import BeatNode, NodeHooks
 from .spec import specs_from_beat_schedule
@@ -165,6 +165,8 @@ class Scheduler(beat.Scheduler):
         except SessionLockUnsupported as exc:
             # Celery's loop swallows SystemExit (and would exit 0): leave with 1.
             _refuse(f"cannot lead: {exc}", hard=True)
+        except UnknownSchema as exc:
+            _refuse(f"stopped: {exc}", hard=True)
         finally:
             self._ticking = False
             if self._stopping:

@@ -38,7 +38,7 @@ from typing import Any, Protocol
 from .bulk import collector_paused
 from .config import Settings, celery_dispatch_refused
 from .engine import Engine, EngineStore, utcnow
-from .errors import AwaBeatError, DatabaseUnavailable, SchemaError, StoreError
+from .errors import AwaBeatError, DatabaseUnavailable, SchemaError, StoreError, UnknownSchema
 from .fire_times import parse_iso
 from .logs import event
 from .records import Contact, Fence, FireResult, OutboxBacklog
@@ -179,6 +179,7 @@ class NodeStore(EngineStore, Protocol):
     def close(self) -> None: ...
     def connection(self) -> AbstractContextManager[Any]: ...
     def check_schema(self) -> Any: ...
+    def check_layout(self) -> None: ...
     def migrate(self) -> Any: ...
     def sync(self, rows: SyncBatch) -> Any: ...
     def sync_all(self, batches: Sequence[SyncBatch]) -> Any: ...
@@ -481,6 +482,9 @@ class BeatNode:
             self.engine.run_pass()
             self.stats.last_pass_at = self._monotonic()
             more = self._dispatch(now)
+        except UnknownSchema:  # not an outage: running on makes no sense
+            self.close()
+            raise
         except StoreError as exc:
             return self._store_failed(exc)
         if self._outage:
@@ -545,6 +549,9 @@ class BeatNode:
         assert self.store is not None and self.engine is not None
         if self.timers.sync.due(now):
             self.timers.sync.set(now, self.settings.sync_interval)
+            # Awa may have been migrated under a running beat: a table it no longer knows
+            # stops the leader, as it would have stopped it at start-up.
+            self.store.check_layout()
             self._resync = list(self._batches)
         if self._resync:
             synced = self.store.sync(self._resync.pop().unpack())

@@ -324,6 +324,12 @@ class Store:
         self.awa_owned = info.awa_owned
         return info
 
+    def check_layout(self) -> None:
+        """:func:`schema.check_layout` again: Awa may have been migrated since :meth:`open`
+        (:class:`~awa_beat.errors.UnknownSchema`)."""
+        with self._conn() as conn, wrap_errors("checking the schema"):
+            schema.check_layout(conn)
+
     def check_schema(self) -> schema.SchemaInfo:
         with self._conn() as conn, wrap_errors("checking the schema"):
             return schema.check(conn)

@@ -299,6 +299,9 @@ class MemoryStore:
     def connection(self) -> AbstractContextManager[None]:
         return nullcontext()
 
+    def check_layout(self) -> None:
+        self._call("check_layout")
+
     def check_schema(self) -> None:
         self._call("check_schema")
         if not self.migrated:

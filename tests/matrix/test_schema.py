@@ -20,6 +20,7 @@ import pytest
 from awa_beat import Schedules
 from awa_beat.errors import NotFound, UnknownSchema, WriteNotApplied
 from awa_beat.store import connect
+from awa_beat.testing import terminate, wait_for
 from tests.matrix.catalogue import CATALOGUE, SETTINGS, MatrixDB, beat_schedule, stored_rows
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,6 +62,19 @@ def make_awa07(url: str, layout: str) -> None:
                          " VALUES (44, 'v044'), (45, 'cron ownership and retirement')")
 
 
+def beat_env(matrix_db: MatrixDB, tmp_path: Path, **extra: str) -> dict[str, str]:
+    """The environment of a real `celery -A awa07app beat` (written to ``tmp_path``), whose
+    beat_schedule is the catalogue's own plus one new entry, on ``matrix_db``."""
+    (tmp_path / "awa07app.py").write_text(
+        "from celery import Celery\n"
+        "from tests.matrix.catalogue import beat_schedule\n"
+        "app = Celery('matrix', broker='memory://')\n"
+        "app.conf.beat_schedule = {**beat_schedule(),\n"
+        "    'new': {'task': 'matrix.new', 'schedule': 5.0}}\n")
+    return {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{tmp_path}:{ROOT}",
+            "AWA_BEAT_DATABASE_URL": matrix_db.url, **extra}
+
+
 def one_line(text: str) -> str:
     lines = text.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in text, text
@@ -96,14 +110,7 @@ def test_beat_cli_and_api_refuse_a_newer_awa_schema(matrix_db: MatrixDB,
         refusal_reasons(line, matrix_db.layout)
 
     # A real `celery beat` whose beat_schedule is the catalogue's own plus one new entry.
-    app = tmp_path / "awa07app.py"
-    app.write_text("from celery import Celery\n"
-                   "from tests.matrix.catalogue import beat_schedule\n"
-                   "app = Celery('matrix', broker='memory://')\n"
-                   "app.conf.beat_schedule = {**beat_schedule(),\n"
-                   "    'new': {'task': 'matrix.new', 'schedule': 5.0}}\n")
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{tmp_path}:{ROOT}",
-           "AWA_BEAT_DATABASE_URL": matrix_db.url, "AWA_BEAT_STARTUP_TIMEOUT": "0"}
+    env = beat_env(matrix_db, tmp_path, AWA_BEAT_STARTUP_TIMEOUT="0")
     beat = subprocess.run([sys.executable, "-m", "celery", "-A", "awa07app", "beat",
                            "-S", "awa_beat.Scheduler", "--pidfile=",
                            "-s", str(tmp_path / "unused")],
@@ -118,6 +125,35 @@ def test_beat_cli_and_api_refuse_a_newer_awa_schema(matrix_db: MatrixDB,
 
     assert stored_rows(matrix_db.url) == before  # nothing synced, paused or migrated
     assert set(beat_schedule()) <= set(before)
+
+
+def test_a_running_beat_stops_once_awa_is_migrated_under_it(matrix_db: MatrixDB,
+                                                             tmp_path: Path) -> None:
+    """Awa's migrations run while beat leads: at its next resync the leader stops, in one
+    line, exit 1, instead of firing on a table it no longer knows."""
+    log = tmp_path / "beat.log"
+    with open(log, "wb") as out:
+        beat = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "awa07app", "beat", "-S",
+             "awa_beat.Scheduler", "-l", "info", "--pidfile=", "-s", str(tmp_path / "unused")],
+            cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT,
+            env=beat_env(matrix_db, tmp_path, AWA_BEAT_SYNC_INTERVAL="1"))
+    try:
+        def leading() -> bool:
+            assert beat.poll() is None, log.read_text(errors="replace")[-3000:]
+            return "is now the leader" in log.read_text(errors="replace")
+
+        wait_for(leading, 60, "beat to lead")
+        make_awa07(matrix_db.url, matrix_db.layout)
+        assert beat.wait(30) == 1
+    finally:
+        terminate([beat])
+    output = log.read_text(errors="replace")
+    assert "Traceback" not in output, output[-3000:]
+    said = {line.split("stopped: ", 1)[1] for line in output.splitlines()
+            if "awa-beat: stopped: " in line}
+    assert len(said) == 1, output[-3000:]
+    refusal_reasons(said.pop(), matrix_db.layout)
 
 
 def test_a_write_the_database_skips_is_reported(matrix_db: MatrixDB) -> None:
