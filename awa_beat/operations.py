@@ -302,6 +302,9 @@ class ClusterStatus:
     backlogs: list[DeploymentBacklog] = field(default_factory=list)
     """Per deployment, by name: every deployment with jobs waiting or a beat that
     publishes."""
+    stranded: dict[str, int] = field(default_factory=dict)
+    """Jobs left for Awa workers where Awa is not installed (nothing runs them), by
+    deployment."""
 
     @property
     def unpublished(self) -> list[DeploymentBacklog]:
@@ -890,7 +893,7 @@ class Operations:
             leaders=[b for b in beats if b.role == "leader" and b.holds_lock],
             standbys=[b for b in beats if b.role == "standby"],
             backlog=sum(b.jobs for b in backlogs), overdue=self.overdue(),
-            backlogs=backlogs)
+            backlogs=backlogs, stranded=self.store.stranded_awa_jobs())
 
     def backlogs(self, beats: list[BeatView] | None = None) -> list[DeploymentBacklog]:
         """Per deployment, the jobs for Celery not yet published and the beats that
@@ -987,7 +990,6 @@ class Operations:
         it seen, and jobs for Awa workers where Awa is not installed."""
         try:
             cluster = self.status()
-            stranded = self.store.stranded_awa_jobs()
         except AwaBeatError as exc:
             yield Check(False, f"outbox backlog: {exc}", "run `awa-beat migrate`")
             return
@@ -998,6 +1000,7 @@ class Operations:
                     "move its schedules: `awa-beat edit NAME --deployment D`)",
                     tuple(f"deployment {b.deployment or '(none)'}: {b.jobs} job(s) wait, "
                           "no beat of it publishes them" for b in cluster.unpublished))
+        stranded = cluster.stranded
         total = sum(stranded.values())
         yield Check(not total, f"{total} job(s) left for Awa workers where Awa is not "
                     "installed", "dispatch them to Celery: `awa-beat edit NAME --dispatch "

@@ -25,6 +25,7 @@ def status(database_url: str | None, as_json: bool) -> None:
             "standbys": [beat_json(b) for b in cluster.standbys],
             "unpublished_backlog": cluster.backlog,
             "backlog_by_deployment": [backlog_json(b) for b in cluster.backlogs],
+            "stranded_awa_jobs": cluster.stranded,
             "overdue": [overdue_json(o) for o in cluster.overdue]}, indent=2))
         return
     if not cluster.leaders:
@@ -41,6 +42,11 @@ def status(database_url: str | None, as_json: bool) -> None:
     click.echo(f"unpublished Celery jobs (bridge backlog): {cluster.backlog}")
     for backlog in cluster.backlogs:
         click.echo(f"  {backlog_text(backlog)}")
+    if cluster.stranded:
+        click.echo(f"jobs left for Awa workers, but Awa is not installed here (NOTHING runs "
+                   f"them): {sum(cluster.stranded.values())}")
+        for deployment, jobs in cluster.stranded.items():
+            click.echo(f"  deployment {deployment or '(none)'}: {jobs} job(s)")
     click.echo(f"overdue schedules: {len(cluster.overdue)}")
     for o in cluster.overdue:
         click.echo(f"  {o.name}: {'; '.join(o.reasons)}")

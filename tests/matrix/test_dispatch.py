@@ -159,6 +159,18 @@ def test_add_without_an_app_says_what_the_row_gets(databases) -> None:
         "deployment default, dispatch awa: left in awa.jobs for Awa workers")
     assert added.stderr.startswith("warning: ping: dispatch awa: Awa is not installed")
     assert len(added.stderr.splitlines()) == 1
+    # Its jobs pile up: status, doctor and the dashboard say so, with the deployment.
+    for _ in range(2):
+        assert cli(url, "trigger", "ping").exit_code == 0
+    status = json.loads(cli(url, "status", "--json").stdout)
+    assert status["stranded_awa_jobs"] == {"default": 2}
+    assert "Awa is not installed here (NOTHING runs them): 2" in cli(url, "status").output
+    doctor = cli(url, "doctor")
+    assert doctor.exit_code == 1
+    assert ("[FAIL] 2 job(s) left for Awa workers where Awa is not installed\n"
+            "       - deployment default: 2 job(s) wait, nothing runs them") in doctor.output
+    page = cluster_page(url)
+    assert 'id="stranded"' in page and "2 of deployment default" in page
     celery = cli(url, "add", "pong", "--task", "health.pong", "--every", "30s",
                  "--dispatch", "celery", "--json")
     assert celery.exit_code == 0, celery.output
