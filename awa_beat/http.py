@@ -26,13 +26,16 @@ import selectors
 import socket
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from .errors import EndpointError
+from .errors import EndpointError, first_line
+from .logs import event
 from .node import HEARTBEAT_INTERVAL
 
 if TYPE_CHECKING:
@@ -89,6 +92,17 @@ class _Server(ThreadingHTTPServer):
         def _handle_request_noblock(self) -> None: ...
 
 
+def _collection_failed(exc: Exception) -> None:
+    """One log line per failed scrape, with where it was raised: a traceback spread over
+    dozens of lines each scrape would drown the beat's own log (it is kept for DEBUG)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+    text = f"{type(exc).__name__}: {first_line(exc)}{where}"
+    event(logger, logging.ERROR, "metrics.failed", "http: building /metrics failed: %s",
+          text, error=text)
+    logger.debug("http: building /metrics failed", exc_info=exc)
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.0"
@@ -99,8 +113,8 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/metrics":
             try:
                 page = generate_latest(endpoint.registry)
-            except Exception:  # a bug in a collector or a source: say so, keep serving
-                logger.exception("http: building /metrics failed")
+            except Exception as exc:  # a bug in a collector or a source: say so, keep serving
+                _collection_failed(exc)
                 self._reply(500, b"error: building the metrics failed (see the log)\n")
                 return
             self._reply(200, page, CONTENT_TYPE_LATEST)

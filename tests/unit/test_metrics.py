@@ -433,7 +433,8 @@ def test_json_lines_write_what_json_cannot_hold_as_text() -> None:
     assert json.loads(JsonFormatter().format(record))["lag"] == "0:00:03"
 
 
-def test_a_failing_source_is_a_500_not_a_dead_endpoint(clock: FakeClock) -> None:
+def test_a_failing_source_is_a_500_not_a_dead_endpoint(
+        clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
     cluster = Cluster(clock)
     node = cluster.node("a", ENTRIES).open()
     cluster.run([node], 2)
@@ -447,8 +448,14 @@ def test_a_failing_source_is_a_500_not_a_dead_endpoint(clock: FakeClock) -> None
     host, port = endpoint.address
     url = f"http://{host}:{port}"
     try:
-        assert get(url + "/metrics")[0] == 500
+        with caplog.at_level(logging.INFO, "awa_beat"):
+            assert get(url + "/metrics")[0] == 500
         assert get(url + "/healthz")[0] == 200
+        # One line saying what and where, not a traceback.
+        [line] = [r for r in caplog.records if r.name == "awa_beat.http"]
+        assert line.levelno == logging.ERROR and line.exc_info is None
+        assert line.getMessage().startswith(
+            "http: building /metrics failed: RuntimeError: bug (at test_metrics.py:")
     finally:
         endpoint.close()
         collector.close()
