@@ -99,8 +99,8 @@ def test_beat_cli_and_api_refuse_a_newer_awa_schema(matrix_db: MatrixDB,
         Schedules(matrix_db.url, settings=SETTINGS)
     refusal_reasons(one_line(str(refused.value)), matrix_db.layout)
 
-    # The CLI: a read, a write, and the migration all refuse in one line, exit 1.
-    for command in (["list"], ["pause", "cron-zone"], ["migrate"]):
+    # The CLI: a read, a write, the migration and the dashboard refuse in one line, exit 1.
+    for command in (["list"], ["pause", "cron-zone"], ["migrate"], ["web", "--port", "0"]):
         result = subprocess.run([sys.executable, "-m", "awa_beat", *command,
                                  "--database-url", matrix_db.url],
                                 capture_output=True, text=True, timeout=60)
@@ -108,6 +108,14 @@ def test_beat_cli_and_api_refuse_a_newer_awa_schema(matrix_db: MatrixDB,
         line = one_line(result.stderr)
         assert line.startswith("error: "), line
         refusal_reasons(line, matrix_db.layout)
+
+    # `doctor` says the database answers, and what it holds that awa-beat cannot use.
+    doctor = subprocess.run([sys.executable, "-m", "awa_beat", "doctor", "--database-url",
+                             matrix_db.url], capture_output=True, text=True, timeout=60)
+    assert doctor.returncode == 1 and doctor.stdout.startswith("[ok] database reachable")
+    (schema_line,) = [line for line in doctor.stdout.splitlines()
+                      if line.startswith("[FAIL] schema: ")]
+    refusal_reasons(schema_line, matrix_db.layout)
 
     # A real `celery beat` whose beat_schedule is the catalogue's own plus one new entry.
     env = beat_env(matrix_db, tmp_path, AWA_BEAT_STARTUP_TIMEOUT="0")
