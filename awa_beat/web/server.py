@@ -1,21 +1,45 @@
-"""Serving the dashboard: the standard library's WSGI server, one thread per request,
-and the rule that it listens beyond this host only with authentication."""
+"""Serving the dashboard: waitress, and the rule that it listens beyond this host only
+with authentication.
+
+Why not the standard library's ``wsgiref`` server: its own documentation says it is not
+meant for production and does only basic security checks, and it showed it here: it
+writes header values as it is given them (a CR/LF in a redirect became a header of the
+browser's choosing), holds one thread per connection with no timeout (idle connections
+pile up without bound) and has no limit on how many connections it takes. Doing this
+safely would mean writing an HTTP server. waitress is a WSGI server in pure Python,
+maintained for years by the Pylons project: it refuses CR and LF in header values,
+answers a malformed request line with 400, bounds the request's head and body, closes
+idle connections (``channel_timeout``), takes at most ``connection_limit`` at once, and
+reads requests in one event loop, so that a connection costs a socket, not a thread;
+only a complete request reaches one of its few worker threads.
+"""
 
 from __future__ import annotations
 
 import ipaddress
 import logging
-import socket
-import socketserver
+import threading
+from collections.abc import Iterable
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from ..errors import ConfigError, EndpointError
 from ..logs import printable
-from .app import Dashboard
+from .app import Dashboard, StartResponse
 from .auth import WebConfig
 
 logger = logging.getLogger(__name__)
+
+#: Seconds a connection may stay silent before the server closes it.
+IDLE_TIMEOUT = 30.0
+#: Connections served at once; more wait in the listen queue until one closes.
+CONNECTION_LIMIT = 100
+#: Threads running requests (each may hold one of the store's connections).
+THREADS = 4
+#: The request line and headers together; a longer head is refused (431). A shorter
+#: address that is still too long reaches the app, which answers 414 (app.MAX_URL_CHARS).
+MAX_HEAD_BYTES = 256 * 1024
+#: A request body; the dashboard's forms are far smaller (see app.MAX_FORM_BYTES).
+MAX_BODY_BYTES = 1024 * 1024
 
 
 def is_loopback(bind: str) -> bool:
@@ -36,39 +60,95 @@ def check_bind(bind: str, config: WebConfig) -> None:
             "reverse proxy that authenticates; or bind 127.0.0.1")
 
 
-class ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-    allow_reuse_address = True
+class AccessLog:
+    """Access lines to the ``awa_beat.web`` logger, without query strings."""
+
+    def __init__(self, app: Dashboard) -> None:
+        self.app = app
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse
+                 ) -> Iterable[bytes]:
+        def logged(status: str, headers: list[tuple[str, str]], *exc: Any) -> Any:
+            logger.info("%s %s %s %s", environ.get("REMOTE_ADDR", "-"),
+                        printable(str(environ.get("REQUEST_METHOD", ""))),
+                        printable(str(environ.get("PATH_INFO", ""))), status.split(" ")[0])
+            return start_response(status, headers, *exc)
+
+        return self.app(environ, logged)
+
+
+class Server:
+    """waitress serving ``app``, run and stopped like a ``socketserver`` server:
+    :meth:`serve_forever` in one thread, :meth:`shutdown` from another, then
+    :meth:`server_close`."""
+
+    def __init__(self, app: Dashboard, bind: str, port: int, *,
+                 idle_timeout: float = IDLE_TIMEOUT,
+                 connection_limit: int = CONNECTION_LIMIT, threads: int = THREADS) -> None:
+        from waitress.server import create_server
+
+        self._server: Any = create_server(
+            AccessLog(app), host=bind, port=port, threads=threads,
+            channel_timeout=idle_timeout,
+            # Idle connections are looked for this often, so the timeout holds.
+            cleanup_interval=max(0.5, min(idle_timeout / 2, 30.0)),
+            connection_limit=connection_limit,
+            max_request_header_size=MAX_HEAD_BYTES, max_request_body_size=MAX_BODY_BYTES,
+            expose_tracebacks=False, ident="awa-beat", asyncore_use_poll=True,
+            asyncore_loop_timeout=0.5)
+        self._stop = threading.Event()
+        self._stopped = threading.Event()
+
+    @property
+    def _map(self) -> dict[int, Any]:
+        # One listening socket's server keeps its sockets in ``_map``; the server of a
+        # name with several addresses (localhost) in ``map``.
+        server = self._server
+        return server.map if hasattr(server, "map") else server._map  # type: ignore[no-any-return]
 
     @property
     def host_and_port(self) -> tuple[str, int]:
-        """Where it listens (``server_address`` is typed for every socket family)."""
-        host, port = self.server_address[:2]
+        """Where it listens."""
+        server = self._server
+        if hasattr(server, "effective_port"):
+            return str(server.effective_host), int(server.effective_port)
+        host, port = server.effective_listen[0][:2]  # one name, several addresses
         return str(host), int(port)
 
+    @property
+    def server_address(self) -> tuple[str, int]:
+        """:attr:`host_and_port`, by the name ``socketserver`` gives it."""
+        return self.host_and_port
 
-class IPv6ThreadingServer(ThreadingServer):
-    address_family = socket.AF_INET6
+    def serve_forever(self) -> None:
+        from waitress import wasyncore
+
+        self._stopped.clear()
+        try:
+            while not self._stop.is_set():
+                wasyncore.loop(timeout=0.5, map=self._map, use_poll=True, count=1)
+        finally:
+            self._stopped.set()
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        self._stopped.wait(5)
+
+    def server_close(self) -> None:
+        from waitress import wasyncore
+
+        self._server.task_dispatcher.shutdown()
+        wasyncore.close_all(self._map)
 
 
-class QuietHandler(WSGIRequestHandler):
-    """Access lines go to the ``awa_beat.web`` logger, without query strings."""
-
-    def log_request(self, code: Any = "-", size: Any = "-") -> None:
-        logger.info("%s %s %s %s", self.address_string(), printable(str(self.command)),
-                    printable(self.path.split("?", 1)[0]), code)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        logger.debug("%s %s", self.address_string(), printable(format % args))
-
-
-def make(app: Dashboard, bind: str = "127.0.0.1", port: int = 8080) -> ThreadingServer:
+def make(app: Dashboard, bind: str = "127.0.0.1", port: int = 8080, *,
+         idle_timeout: float = IDLE_TIMEOUT, connection_limit: int = CONNECTION_LIMIT,
+         threads: int = THREADS) -> Server:
     """A server for ``app`` on ``bind:port`` (port 0: any free one), not yet serving."""
     check_bind(bind, app.config)
-    server_class = IPv6ThreadingServer if ":" in bind else ThreadingServer
     try:
-        return make_server(bind, port, app,
-                           server_class=server_class, handler_class=QuietHandler)
+        return Server(app, bind, port, idle_timeout=idle_timeout,
+                      connection_limit=connection_limit, threads=threads)
     except OSError as exc:  # a busy port, an address this host does not have
         raise EndpointError(f"the dashboard cannot listen on {bind}:{port}: "
                             f"{exc.strerror or exc}") from None
