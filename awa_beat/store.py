@@ -844,6 +844,45 @@ class Store:
             return cur.execute(queries["audit_log"], {
                 "limit": limit, "before_id": before_id, "schedule": schedule}).fetchall()
 
+    # -- the dashboard's logins (migration 0014) ------------------------------------------
+
+    def web_secret(self) -> tuple[bytes, str] | None:
+        """The secret that signs the dashboard's session cookies, and the fingerprint of
+        the password it was made for; None before a dashboard with a password ran."""
+        with self._conn() as conn, wrap_errors("reading the dashboard's secret"):
+            row = conn.execute(queries["web_secret"]).fetchone()
+        return (bytes(row[0]), str(row[1])) if row else None
+
+    def save_web_secret(self, secret: bytes, fingerprint: str, *,
+                        replaces: str | None) -> None:
+        """Store the first secret (``replaces`` None), or replace the one whose
+        fingerprint is ``replaces`` and end every session it signed."""
+        values = {"secret": secret, "fingerprint": fingerprint, "replaces": replaces}
+        with self._conn() as conn, wrap_errors("storing the dashboard's secret"), \
+                conn.transaction():
+            if replaces is None:
+                conn.execute(queries["create_web_secret"], values)
+            elif conn.execute(queries["replace_web_secret"], values).rowcount:
+                conn.execute(queries["end_web_sessions"])
+
+    def start_web_session(self, id_digest: str, username: str, lifetime: float) -> None:
+        """A logged-in session for ``lifetime`` seconds; expired ones are deleted."""
+        with self._conn() as conn, wrap_errors("starting a session"), conn.transaction():
+            conn.execute(queries["prune_web_sessions"])
+            conn.execute(queries["start_web_session"], {
+                "id_digest": id_digest, "username": username, "lifetime": lifetime})
+
+    def web_session_user(self, id_digest: str) -> str | None:
+        """Who logged in with the session, while it has neither ended nor expired."""
+        with self._conn() as conn, wrap_errors("reading a session"):
+            row = conn.execute(queries["web_session_user"], {"id_digest": id_digest}
+                               ).fetchone()
+        return str(row[0]) if row else None
+
+    def end_web_session(self, id_digest: str) -> None:
+        with self._conn() as conn, wrap_errors("ending a session"):
+            conn.execute(queries["end_web_session"], {"id_digest": id_digest})
+
     # -- firing --------------------------------------------------------------------------
 
     def fire(self, requests: Sequence[FireRequest]) -> FireResult:

@@ -1187,3 +1187,39 @@ SELECT id, at, actor, source, remote_addr, action, schedule, detail, outcome
    AND (%(schedule)s::text IS NULL OR schedule = %(schedule)s::text)
  ORDER BY id DESC
  LIMIT %(limit)s;
+
+-- The dashboard's logins (migration 0014).
+
+-- web_secret --
+SELECT secret, fingerprint FROM awa_beat.web_secret WHERE id = 1;
+
+-- create_web_secret --
+-- The first dashboard with a password to start makes the secret; one that starts at the
+-- same instant keeps the winner's.
+INSERT INTO awa_beat.web_secret (id, secret, fingerprint)
+VALUES (1, %(secret)s, %(fingerprint)s)
+ON CONFLICT (id) DO NOTHING;
+
+-- replace_web_secret --
+-- Only over the secret this dashboard read: two started with a new password at once
+-- replace it once.
+UPDATE awa_beat.web_secret
+   SET secret = %(secret)s, fingerprint = %(fingerprint)s, created_at = now()
+ WHERE id = 1 AND fingerprint = %(replaces)s;
+
+-- end_web_sessions --
+DELETE FROM awa_beat.web_sessions;
+
+-- start_web_session --
+INSERT INTO awa_beat.web_sessions (id_digest, username, expires_at)
+VALUES (%(id_digest)s, %(username)s, now() + make_interval(secs => %(lifetime)s));
+
+-- web_session_user --
+SELECT username FROM awa_beat.web_sessions
+ WHERE id_digest = %(id_digest)s AND expires_at > now();
+
+-- end_web_session --
+DELETE FROM awa_beat.web_sessions WHERE id_digest = %(id_digest)s;
+
+-- prune_web_sessions --
+DELETE FROM awa_beat.web_sessions WHERE expires_at <= now();
