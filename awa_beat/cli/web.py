@@ -41,11 +41,15 @@ def read_password(password_file: str | None) -> str | None:
               help="Address or network of that proxy (repeatable; default loopback).")
 @click.option("--allowed-origin", "allowed_origins", multiple=True, metavar="ORIGIN",
               help="Another origin (https://ops.example.com) whose forms are accepted.")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="HOST[:PORT]",
+              help="Without a login, another name the Host header may give (repeatable; "
+                   "localhost, 127.0.0.1 and [::1] always may).")
 @click.option("--read-only", is_flag=True, help="Show everything, change nothing.")
 @friendly_errors
 def web(database_url: str | None, bind: str, port: int, password_file: str | None,
         trust_user_header: str | None, trusted_proxies: tuple[str, ...],
-        allowed_origins: tuple[str, ...], read_only: bool) -> None:
+        allowed_origins: tuple[str, ...], allowed_hosts: tuple[str, ...],
+        read_only: bool) -> None:
     """The web dashboard: schedules, their fires and history, actions, the cluster."""
     try:
         from ..web import WebConfig, create_app
@@ -56,7 +60,8 @@ def web(database_url: str | None, bind: str, port: int, password_file: str | Non
     config = WebConfig(password=read_password(password_file),
                        trusted_user_header=trust_user_header,
                        trusted_proxies=trusted_proxies or ("127.0.0.1", "::1"),
-                       allowed_origins=allowed_origins, read_only=read_only)
+                       allowed_origins=allowed_origins, allowed_hosts=allowed_hosts,
+                       read_only=read_only)
     check_bind(bind, config)  # before the database: a refusal needs none
     app = create_app(database_url_for(database_url), config=config)
     try:

@@ -5,13 +5,20 @@ Three ways to authenticate, chosen by :class:`WebConfig`:
 * none: only allowed while the server listens on a loopback address (see
   :func:`awa_beat.web.server.check_bind`); the actor is recorded as ``anonymous``;
 * a password: a login form (the name given there is the actor in the audit log) that
-  sets a signed session cookie, or HTTP Basic with any user name and that password;
+  starts a session, or HTTP Basic with any user name and that password. Attempts are
+  counted per client (:class:`LoginThrottle`): past a few failures each one makes the
+  client wait longer. A session is a row in ``awa_beat.web_sessions`` (logging out and
+  expiry delete it) named by a random id in a cookie signed with a random secret kept
+  in ``awa_beat.web_secret`` (replaced, every session ended, when the password changes);
+  the password itself signs nothing;
 * a reverse proxy's user header (``trusted_user_header``), believed only from the
   proxy addresses listed in ``trusted_proxies``.
 
 Every session, the anonymous one included, carries a random CSRF token; every POST
 must send it back (synchronizer token) and, when the browser says where it came from
-(``Origin``, else ``Referer``), come from this site.
+(``Origin``, else ``Referer``), come from this site. Without a login the ``Host`` a
+request names must be a loopback name or one configured (:func:`host_allowed`): a page
+elsewhere whose name was made to point at 127.0.0.1 (DNS rebinding) is refused.
 """
 
 from __future__ import annotations
@@ -21,11 +28,16 @@ import binascii
 import hashlib
 import hmac
 import json
+import re
 import secrets
+import threading
 import time
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from ..errors import ConfigError
 
 SESSION_COOKIE = "awa_beat_session"
 #: Seconds a session lasts after the login.
@@ -46,28 +58,28 @@ class WebConfig:
     read_only: bool = False
     """No action buttons, and every action refused."""
     secret: bytes | None = None
-    """Signs session cookies. Default: derived from the password (so every process
-    behind one password shares sessions), else random per process."""
+    """Signs session cookies. Default: with a password, the random secret kept in the
+    database (shared by every dashboard on it, replaced when the password changes);
+    without, random per process."""
     allowed_origins: tuple[str, ...] = ()
     """More origins (``https://ops.example.com``) whose forms are accepted, for a proxy
     that rewrites the Host header."""
+    allowed_hosts: tuple[str, ...] = ()
+    """More names (``ops.example.com``, or with a port ``ops.example.com:8443``) the
+    ``Host`` header may give when no login is required; loopback names always may."""
     source: str = "web"
     """Recorded with each action in the audit log."""
     page_size: int = 50
-    _random_secret: bytes = field(default_factory=lambda: secrets.token_bytes(32),
-                                  repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for host in self.allowed_hosts:
+            if not _HOST.fullmatch(host):
+                raise ConfigError(f"allowed host {host!r}: a host name or address, with an "
+                                  "optional :port (ops.example.com, [::1]:8080)")
 
     @property
     def authenticates(self) -> bool:
         return bool(self.password or self.trusted_user_header)
-
-    @property
-    def signing_key(self) -> bytes:
-        if self.secret:
-            return self.secret
-        if self.password:
-            return hashlib.sha256(b"awa-beat web session\0" + self.password.encode()).digest()
-        return self._random_secret
 
 
 @dataclass
@@ -77,6 +89,14 @@ class Session:
     expires: float
     new: bool = False
     """Not yet in the browser's cookie: the response sets it."""
+    id: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    """Names the session's row in the database once someone logged in with it."""
+
+    @property
+    def key(self) -> str:
+        """What the database keeps of the id: its digest, so the table's rows are
+        no cookies."""
+        return hashlib.sha256(self.id.encode()).hexdigest()
 
 
 def _b64(data: bytes) -> str:
@@ -89,7 +109,7 @@ def _unb64(text: str) -> bytes:
 
 def sign_session(session: Session, key: bytes) -> str:
     payload = _b64(json.dumps({"u": session.user, "c": session.csrf,
-                               "e": int(session.expires)}).encode())
+                               "e": int(session.expires), "i": session.id}).encode())
     mac = _b64(hmac.new(key, payload.encode(), hashlib.sha256).digest())
     return f"{payload}.{mac}"
 
@@ -104,7 +124,7 @@ def load_session(cookie: str | None, key: bytes, now: float | None = None) -> Se
         return None
     try:
         data: dict[str, Any] = json.loads(_unb64(payload))
-        session = Session(data["u"], str(data["c"]), float(data["e"]))
+        session = Session(data["u"], str(data["c"]), float(data["e"]), id=str(data["i"]))
     except (ValueError, KeyError, TypeError, binascii.Error):
         return None
     if session.expires < (time.time() if now is None else now):
@@ -120,15 +140,124 @@ def password_matches(given: str, password: str) -> bool:
     return hmac.compare_digest(given.encode(), password.encode())
 
 
-def basic_user(authorization: str | None, password: str) -> str | None:
-    """The user of an HTTP Basic ``Authorization`` header with the right password."""
+def basic_credentials(authorization: str | None) -> tuple[str, str] | None:
+    """The user (``basic`` when none is given) and password of an HTTP Basic
+    ``Authorization`` header, or None when it is no such header."""
     if not authorization or not authorization.lower().startswith("basic "):
         return None
     try:
-        user, _, given = base64.b64decode(authorization[6:].strip()).decode().partition(":")
+        text = base64.b64decode(authorization[6:].strip(), validate=True).decode()
     except (ValueError, UnicodeDecodeError, binascii.Error):
         return None
-    return (user or "basic") if password_matches(given, password) else None
+    if ":" not in text:
+        return None
+    user, _, given = text.partition(":")
+    return user or "basic", given
+
+
+# -- the password's fingerprint ---------------------------------------------------------------
+
+#: scrypt's cost: a guess costs a fraction of a second and 16 MB, once per start-up for us.
+_SCRYPT = {"n": 2 ** 14, "r": 8, "p": 1}
+
+
+def fingerprint(password: str, salt: bytes | None = None) -> str:
+    """A salted, slow hash of ``password``, kept beside the signing secret so that a
+    dashboard started with another password notices and replaces the secret."""
+    salt = secrets.token_bytes(16) if salt is None else salt
+    digest = hashlib.scrypt(password.encode(), salt=salt, dklen=32, **_SCRYPT)
+    return f"scrypt${_b64(salt)}${_b64(digest)}"
+
+
+def fingerprint_matches(password: str, stored: str) -> bool:
+    try:
+        kind, salt, _ = stored.split("$")
+        expected = fingerprint(password, _unb64(salt))
+    except (ValueError, binascii.Error):
+        return False
+    return kind == "scrypt" and hmac.compare_digest(expected, stored)
+
+
+# -- failed logins ------------------------------------------------------------------------------
+
+
+class LoginThrottle:
+    """Failed logins counted per client: after ``free`` failures each further one makes
+    that client wait twice as long as the last (1 s, 2 s, 4 s, ... up to ``max_delay``)
+    before it may try again; a good login or ``forget_after`` seconds without a failure
+    start the count again. Thread-safe; at most ``max_clients`` clients are remembered
+    (the quietest forgotten first)."""
+
+    def __init__(self, *, free: int = 3, max_delay: float = 300.0,
+                 forget_after: float = 900.0, max_clients: int = 10_000,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.free, self.max_delay, self.forget_after = free, max_delay, forget_after
+        self.max_clients, self.clock = max_clients, clock
+        self._failures: dict[str, tuple[int, float, float]] = {}  # count, last, allowed at
+        self._lock = threading.Lock()
+
+    def wait(self, client: str) -> float:
+        """Seconds before ``client`` may try again (0: now)."""
+        with self._lock:
+            found = self._failures.get(client)
+        return max(0.0, found[2] - self.clock()) if found else 0.0
+
+    def failed(self, client: str) -> float:
+        """Count a failure of ``client``; the seconds it must now wait."""
+        now = self.clock()
+        with self._lock:
+            count, last, _ = self._failures.pop(client, (0, now, now))
+            if now - last > self.forget_after:
+                count = 0
+            count += 1
+            delay = 0.0 if count <= self.free else min(self.max_delay,
+                                                       2.0 ** (count - self.free - 1))
+            self._failures[client] = (count, now, now + delay)
+            while len(self._failures) > self.max_clients:  # insertion order: quietest first
+                del self._failures[next(iter(self._failures))]
+        return delay
+
+    def succeeded(self, client: str) -> None:
+        with self._lock:
+            self._failures.pop(client, None)
+
+
+# -- where a request may say it is going, and to whom it may be addressed ---------------------
+
+_CONTROL = frozenset(chr(c) for c in (*range(0x20), *range(0x7f, 0xa0)))
+_HOST = re.compile(r"(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+)(:[0-9]{1,5})?")
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+
+
+def redirect_target(target: str, paths: Collection[str], default: str = "/schedules") -> str:
+    """``target`` (a login form's ``next``) when it is one of this site's ``paths`` with a
+    query, rebuilt so that it holds only URL-safe ASCII; else ``default``. Control
+    characters, backslashes, a scheme or a host (``//evil.example``) are never let
+    through: a redirect can neither leave the site nor add a header."""
+    if not target or "\\" in target or any(c in _CONTROL for c in target):
+        return default
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or parts.fragment or parts.path not in paths:
+        return default
+    query = urlencode(parse_qsl(parts.query, keep_blank_values=True))
+    return parts.path + (f"?{query}" if query else "")
+
+
+def host_allowed(host: str | None, port: str, allowed: Collection[str] = ()) -> bool:
+    """Whether a request's ``Host`` header names this dashboard: a loopback name
+    (``localhost``, ``127.0.0.1``, ``[::1]``) with no port or the one we listen on
+    (``port``), or one of ``allowed`` (with any port when the entry gives none)."""
+    match = _HOST.fullmatch(host or "")
+    if match is None:
+        return False
+    name, given = match[1].lower(), (match[2] or "")[1:]
+    if name in LOOPBACK_NAMES and given in ("", port):
+        return True
+    for entry in allowed:
+        named = _HOST.fullmatch(entry)
+        if named and named[1].lower() == name and named[2] in (None, f":{given}"):
+            return True
+    return False
 
 
 def csrf_ok(session: Session | None, token: str | None) -> bool:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..cron import load_timezone
@@ -14,7 +13,6 @@ from ..errors import AwaBeatError, ScheduleConflict, ScheduleError, ScheduleOwne
 from ..fire_times import POLICIES
 from ..operations import COUNT_LIMIT, ScheduleFilter, ScheduleView
 from ..spec import DISPATCHES
-from . import auth
 from .app import HTTPError, Request, Response
 from .describe import describe
 from .forms import (
@@ -166,7 +164,7 @@ def schedule(app: Dashboard, req: Request) -> Response:
     jobs = app.ops.history(name, 25) if occurrences is None else []
     done = query.get("done", "")
     job = query.get("job", "")
-    message = DONE[done].format(job=int(job) if job.isdigit() else "?", name=name) \
+    message = DONE[done].format(job=int(job) if _digits(job) else "?", name=name) \
         if done in DONE else None
     return app.render(
         req, "schedule.html", item=_row(view, {name: app.ops.pause_note(name) or ""},
@@ -192,7 +190,7 @@ def cluster(app: Dashboard, req: Request) -> Response:
 @route("GET", "/audit")
 def audit(app: Dashboard, req: Request) -> Response:
     before = req.query.get("before", "")
-    if before and not before.isdigit():
+    if before and not _digits(before):
         raise HTTPError(400, "before: an entry id")
     entries = app.ops.audit_log(limit=app.config.page_size + 1,
                                 before_id=int(before) if before else None)
@@ -202,21 +200,23 @@ def audit(app: Dashboard, req: Request) -> Response:
                       older_url=req.url("/audit", before=entries[-1].id) if more else None)
 
 
+def _digits(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` also takes ``²``, which ``int`` refuses."""
+    return text.isascii() and text.isdigit()
+
+
 # -- actions ---------------------------------------------------------------------------------
 
 
 def _act(app: Dashboard, req: Request, action: str, name: str, run: Callable[[], Any],
          detail: dict[str, Any] | None = None) -> Any:
     """Run an action and record it (who, what, from where, how it ended)."""
-    record = partial(app.ops.record_action, actor=req.user or "anonymous",
-                     source=app.config.source, action=action, schedule=name,
-                     remote_addr=req.client(app.config), detail=detail)
     try:
         result = run()
     except AwaBeatError as exc:
-        record(outcome=f"error: {exc}")
+        app.record(req, action, f"error: {exc}", schedule=name, detail=detail)
         raise
-    record(outcome="ok")
+    app.record(req, action, "ok", schedule=name, detail=detail)
     return result
 
 
@@ -312,8 +312,10 @@ def add(app: Dashboard, req: Request) -> Response:
     name = required(req.form, "name")
     values = _read_form(req.form)
     try:
-        entry = entry_from_form(values, name=name)
-        _act(app, req, "add", name, lambda: editor.add(name, entry, by=_paused_by(req)),
+        # Read inside the action, so that a form refused is recorded as the add refused.
+        _act(app, req, "add", name,
+             lambda: editor.add(name, entry_from_form(values, name=name),
+                                by=_paused_by(req)),
              {"entry": {k: v for k, v in values.items() if v}})
     except (ScheduleError, ScheduleConflict) as exc:
         return _render_form(app, req, name=name, values=values, editing=False, status=400,
@@ -343,9 +345,9 @@ def edit(app: Dashboard, req: Request) -> Response:
     view = app.ops.get(name)
     shown = form_values(view.row)
     try:
-        changes = entry_from_form(values, shown, name=name)
         detail = {"changes": {k: v for k, v in values.items() if v != shown.get(k, "")}}
-        _act(app, req, "edit", name, lambda: editor.edit(name, changes, by=_paused_by(req)),
+        _act(app, req, "edit", name,
+             lambda: editor.edit(name, entry_from_form(values, shown), by=_paused_by(req)),
              detail)
     except ScheduleOwned as exc:
         raise HTTPError(403, str(exc)) from None
@@ -358,39 +360,33 @@ def edit(app: Dashboard, req: Request) -> Response:
 # -- logging in ------------------------------------------------------------------------------
 
 
-def _local_path(target: str) -> str:
-    """Only a path on this site, never another site's URL, to go back to."""
-    return target if target.startswith("/") and not target.startswith("//") \
-        and "\\" not in target else "/schedules"
-
-
 @route("GET", "/login")
 def login_form(app: Dashboard, req: Request) -> Response:
-    return app.render(req, "login.html", next=_local_path(req.query.get("next", "")),
+    return app.render(req, "login.html", next=app.local_target(req.query.get("next", "")),
                       error=None, username="", database=None)
 
 
 @route("POST", "/login")
 def login(app: Dashboard, req: Request) -> Response:
     form = req.form
-    target = _local_path(form.get("next", ""))
+    target = app.local_target(form.get("next", ""))
     username = form.get("username", "").strip()
     error = None
     if not app.config.password:
         error = "password: this dashboard has no password login"
     elif not username or len(username) > 100:
         error = "username: required (at most 100 characters), recorded with your actions"
-    elif not auth.password_matches(form.get("password", ""), app.config.password):
+    elif not app.password_ok(req, username, form.get("password", "")):
         error = "password: wrong password"
     if error:
         response = app.render(req, "login.html", 401, next=target, error=error,
                               username=username[:100], database=None)
         return response
-    req.session = auth.new_session(username)
+    app.log_in(req, username)
     return Response.redirect(req.root + target)
 
 
 @route("POST", "/logout")
 def logout(app: Dashboard, req: Request) -> Response:
-    req.session = auth.new_session(None)
+    app.log_out(req)
     return Response.redirect(req.url("/login"))
