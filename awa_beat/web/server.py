@@ -104,7 +104,8 @@ class Server:
         # One listening socket's server keeps its sockets in ``_map``; the server of a
         # name with several addresses (localhost) in ``map``.
         server = self._server
-        return server.map if hasattr(server, "map") else server._map  # type: ignore[no-any-return]
+        found: dict[int, Any] = server.map if hasattr(server, "map") else server._map
+        return found
 
     @property
     def host_and_port(self) -> tuple[str, int]:
