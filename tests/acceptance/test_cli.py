@@ -168,7 +168,8 @@ def test_web_says_where_it_listens(databases, tmp_path: Path, bind: str, shown: 
         assert line.startswith(prefix) and line.endswith("/ (no login: loopback only)\n"), line
         port = int(line[len(prefix):].split("/", 1)[0])
         with socket.create_connection((bind, port), timeout=10) as conn:
-            conn.sendall(b"GET /schedules HTTP/1.0\r\n\r\n")
+            # Without a login, a request must name this host (DNS rebinding).
+            conn.sendall(f"GET /schedules HTTP/1.0\r\nHost: {shown}:{port}\r\n\r\n".encode())
             assert conn.recv(12).startswith(b"HTTP/1.0 200")
     finally:
         server.terminate()
