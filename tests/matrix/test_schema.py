@@ -19,6 +19,7 @@ import pytest
 
 from awa_beat import Schedules
 from awa_beat.errors import NotFound, UnknownSchema, WriteNotApplied
+from awa_beat.operations import Operations
 from awa_beat.store import connect
 from awa_beat.testing import terminate, wait_for
 from tests.matrix.catalogue import CATALOGUE, SETTINGS, MatrixDB, beat_schedule, stored_rows
@@ -167,12 +168,13 @@ def test_a_running_beat_stops_once_awa_is_migrated_under_it(matrix_db: MatrixDB,
 def test_a_write_the_database_skips_is_reported(matrix_db: MatrixDB) -> None:
     """Awa upgraded under an awa-beat that already runs: each write that must change a
     row and changed none says so, names the schedule, and leaves everything as it was."""
-    with matrix_db.schedules() as schedules:
+    with matrix_db.schedules() as schedules, Operations.open(matrix_db.url) as ops:
         make_awa07(matrix_db.url, matrix_db.layout)
         before = stored_rows(matrix_db.url)
         retired, limited = RETIRED
         attempts = {
             "pause": lambda: schedules.pause(limited, by="op"),
+            "pause with a note (the dashboard's)": lambda: ops.pause(limited, "op", "why"),
             "resume": lambda: schedules.resume(retired),
             "update": lambda: schedules.update(retired, kwargs={"changed": True}),
             "replace": lambda: schedules.add(
@@ -187,6 +189,7 @@ def test_a_write_the_database_skips_is_reported(matrix_db: MatrixDB) -> None:
             assert repr(retired if "remove (s" in what or what in ("resume", "update")
                         else OWNED if "55000" in what else limited) in message, (what, message)
         assert stored_rows(matrix_db.url) == before  # owners and run counts kept too
+        assert ops.pause_note(limited) is None
 
         # Writes the trigger lets through still succeed; an unknown name is still that.
         schedules.pause("cron-zone", by="op")
