@@ -70,6 +70,12 @@ class DatabaseUnavailable(StoreError):
     retrying, unlike the other store errors."""
 
 
+class DataRefused(StoreError):
+    """PostgreSQL refused a value being written (too large for an index or a column, not
+    text it can store, out of range): the data's fault, not the database's, so never
+    retried as an outage is. Validation refuses such values first, naming the entry."""
+
+
 class SchemaError(StoreError):
     """The database schema is missing, too old, or not ours to change."""
 

@@ -36,6 +36,7 @@ from . import schema
 from .config import redact
 from .errors import (
     DatabaseUnavailable,
+    DataRefused,
     NotFound,
     SchemaError,
     StoreError,
@@ -113,9 +114,26 @@ def connect(conninfo: str, **kwargs: Any) -> psycopg.Connection:
     return conn
 
 
+#: SQLSTATE classes of errors the data causes: 22 data exception (a value out of range,
+#: text that is not valid UTF-8), 54 program limit exceeded (an index entry or a JSON
+#: value too large, nesting too deep). psycopg files class 54 under OperationalError,
+#: with lost connections: such an error must not read as an outage.
+DATA_ERROR_CLASSES = ("22", "54")
+
+
+def is_data_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is PostgreSQL (or the driver, encoding a parameter) refusing the
+    data itself: retrying cannot help."""
+    if isinstance(exc, UnicodeEncodeError):
+        return True
+    state = getattr(exc, "sqlstate", None)
+    return isinstance(state, str) and state[:2] in DATA_ERROR_CLASSES
+
+
 def typed_error(exc: psycopg.Error, message: str) -> StoreError:
     """The awa-beat error for a psycopg one: callers tell a lost database (retry) from a
-    missing schema (migrate) from anything else the server refused, without psycopg."""
+    missing schema (migrate) from data the server refused (fix the entry) from anything
+    else the server refused, without psycopg."""
     if isinstance(exc, (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName)):
         return SchemaError(message)
     if isinstance(exc, psycopg.errors.ObjectNotInPrerequisiteState):
@@ -123,6 +141,8 @@ def typed_error(exc: psycopg.Error, message: str) -> StoreError:
         # trigger refuses to delete a row another owner holds). Checked first: psycopg
         # files it under OperationalError, which would read as an outage to retry.
         return WriteNotApplied(message)
+    if is_data_error(exc):
+        return DataRefused(message)
     if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
         return DatabaseUnavailable(message)
     return StoreError(message)
@@ -135,6 +155,9 @@ def wrap_errors(action: str) -> Iterator[None]:
         yield
     except psycopg.Error as exc:
         raise typed_error(exc, f"{action} failed: {first_line(exc)}") from exc
+    except UnicodeEncodeError as exc:  # the driver encoding a parameter, before sending
+        raise DataRefused(f"{action} failed: a value is not text PostgreSQL stores "
+                          f"({exc.reason}: {exc.object[exc.start:exc.end]!r})") from exc
 
 
 def one_row(row: tuple[Any, ...] | None, action: str) -> tuple[Any, ...]:
@@ -301,8 +324,11 @@ class Store:
             # No connection could be had (the database is down, or the store was closed).
             self.contact.failed()
             raise DatabaseUnavailable(f"no database connection: {first_line(exc)}") from exc
-        except (DatabaseUnavailable, psycopg.OperationalError, psycopg.InterfaceError):
-            self.contact.failed()
+        except (DatabaseUnavailable, psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            if is_data_error(exc):  # refused by a server that answers
+                self.contact.refused()
+            else:
+                self.contact.failed()
             raise
         except (StoreError, psycopg.Error):
             # A refused statement came back from a server that answers: an error, but
