@@ -815,6 +815,14 @@ def _bounds(label: str, awa: Mapping[str, Any], schedule: Any,
             problems.add(label, field_ + key, "must be an aware datetime (with a time zone) or "
                          "an ISO 8601 string with an offset")
             continue
+        try:
+            utc = value.astimezone(timezone.utc)
+        except OverflowError:
+            utc = None
+        if utc is None or not 1970 <= utc.year <= 9999:
+            problems.add(label, field_ + key, f"{value.isoformat()} is out of range: an "
+                         "instant from 1970 to 9999 (UTC)")
+            continue
         values[name] = ceil_second(value) if name == "start" else floor_second(value)
     runs = awa.get("max_runs")
     if runs is not None and not _int_in(runs, 1, 2**31 - 1):

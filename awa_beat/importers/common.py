@@ -9,12 +9,12 @@ again, and a slot missed during the cutover fires once (``coalesce``) or each
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone, tzinfo
 from typing import Any, Union
 
-from ..errors import ValidationError
+from ..errors import ValidationError, first_line
 from ..spec import ScheduleSpec, specs_from_beat_schedule
 
 UTC = timezone.utc
@@ -68,6 +68,17 @@ def convert(name: str, entry: Mapping[str, Any], *, cursor: datetime | None = No
         return NotCarried(name, "; ".join(f"{f}: {m}" if f != "schedule" else m
                                           for _, f, m in exc.problems))
     return Imported(spec, cursor, paused_by)
+
+
+def guarded(name: Any, read: Callable[[], Result]) -> Result:
+    """``read()``, the conversion of one row of a source; a row so odd that it fails in a
+    way no check foresaw is left out with the reason, and the rest of the import goes
+    on (the import lists what it does not carry)."""
+    try:
+        return read()
+    except Exception as exc:  # any row of another program's data: report it, go on
+        return NotCarried(str(name), f"cannot be read: {type(exc).__name__}: "
+                          f"{first_line(exc)}")
 
 
 def utc_cursor(value: Any, naive_zone: tzinfo = UTC) -> datetime | None:

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from ..calendars import at
@@ -26,6 +27,7 @@ from .common import (
     Result,
     convert,
     dedupe,
+    guarded,
     iso,
     utc_cursor,
 )
@@ -118,8 +120,9 @@ def from_django(tables: DjangoTables, *, now: datetime, default_timezone: str = 
     imported retired; ``last_run_at`` is the cursor, except for a clocked task that has
     not run, whose cursor is just before its time so that it still runs once.
     """
-    return dedupe(_django_task(task, tables, now, default_timezone, default_dispatch)
-                   for task in tables.tasks)
+    return dedupe(guarded(task.get("name"), partial(_django_task, task, tables, now,
+                                                    default_timezone, default_dispatch))
+                  for task in tables.tasks)
 
 
 def _django_task(t: Mapping[str, Any], tables: DjangoTables, now: datetime,
@@ -141,6 +144,9 @@ def _django_task(t: Mapping[str, Any], tables: DjangoTables, now: datetime,
         clocked = tables.clocked.get(t["clocked_id"], {}).get("clocked_time")
         if not isinstance(clocked, datetime):
             reasons.append("the clocked row is missing")
+        elif not _in_range(clocked):
+            reasons.append(f"clocked_time {clocked.isoformat()} is out of range: awa-beat "
+                           "takes instants from 1970 to 9999")
         else:
             instant = utc_cursor(clocked, UTC)
             assert instant is not None
@@ -171,7 +177,7 @@ def _django_task(t: Mapping[str, Any], tables: DjangoTables, now: datetime,
                 raise ValueError(f"unknown period {period!r} (django-celery-beat's are "
                                  f"{', '.join(_PERIODS)})")
             schedule = timedelta(**{period: int(interval["every"])})
-        except (LookupError, TypeError, ValueError) as exc:
+        except (LookupError, TypeError, ValueError, OverflowError) as exc:
             reasons.append(f"unusable interval: {exc}")
     else:
         reasons.append("no schedule (none of interval, crontab, solar, clocked is set)")
@@ -221,6 +227,13 @@ def _django_task(t: Mapping[str, Any], tables: DjangoTables, now: datetime,
              "options": options}
     return convert(name, entry, cursor=cursor, paused_by=paused_by,
                    default_timezone=default_tz, default_dispatch=default_dispatch)
+
+
+def _in_range(t: datetime) -> bool:
+    try:
+        return 1970 <= (utc_cursor(t, UTC) or t).year <= 9999
+    except OverflowError:  # year 1 with a positive offset is before year 1 in UTC
+        return False
 
 
 def _django_solar(row: Mapping[str, Any] | None) -> tuple[Any, str | None]:

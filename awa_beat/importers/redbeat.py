@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone, tzinfo
+from functools import partial
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from zoneinfo import ZoneInfo
@@ -24,6 +25,7 @@ from .common import (
     Result,
     convert,
     dedupe,
+    guarded,
     utc_cursor,
 )
 
@@ -38,6 +40,9 @@ class RedBeatRecord:
     key: str
     definition: str | None
     meta: str | None
+    undecodable: str | None = None
+    """Which of the key, ``definition`` and ``meta`` is not UTF-8 (RedBeat, which reads
+    them as text, cannot either), or None."""
 
 
 @dataclass(frozen=True)
@@ -146,11 +151,13 @@ def read_redbeat(url: str, key_prefix: str = "redbeat:") -> list[RedBeatRecord]:
         raise SourceError("reading RedBeat needs the redis package: pip install redis") from None
     shown = redact_url(url)
     try:
-        client = redis.Redis.from_url(url, decode_responses=True, socket_connect_timeout=5,
+        # Bytes, decoded here entry by entry: one value that is not UTF-8 is that entry's
+        # problem, not the whole read's.
+        client = redis.Redis.from_url(url, decode_responses=False, socket_connect_timeout=5,
                                       socket_timeout=30)
     except (ValueError, TypeError) as exc:
         raise SourceError(f"the Redis URL {shown} is malformed: {first_line(exc)}") from None
-    own = {f"{key_prefix}:schedule", f"{key_prefix}:statics", f"{key_prefix}:lock"}
+    own = {f"{key_prefix}:{k}".encode() for k in ("schedule", "statics", "lock")}
     pattern = re.sub(r"([*?\[\]\\])", r"\\\1", key_prefix) + "*"
     try:
         keys = sorted(k for k in client.scan_iter(match=pattern, count=1000) if k not in own)
@@ -163,15 +170,28 @@ def read_redbeat(url: str, key_prefix: str = "redbeat:") -> list[RedBeatRecord]:
                     pipe.hmget(key, "definition", "meta")
                 replies = pipe.execute(raise_on_error=False)
             for key, kind, values in zip(chunk, replies[::2], replies[1::2], strict=True):
-                if kind != "hash" or isinstance(values, Exception):
+                if kind != b"hash" or isinstance(values, Exception):
                     continue
-                records.append(RedBeatRecord(key, values[0], values[1]))
+                records.append(_record(key, values[0], values[1]))
     except redis.RedisError as exc:
         raise SourceError(f"cannot read RedBeat entries from Redis at {shown}: "
                           f"{first_line(exc)}") from None
     finally:
         client.close()
     return records
+
+
+def _record(key: bytes, definition: bytes | None, meta: bytes | None) -> RedBeatRecord:
+    """A hash's fields as text; the first that is not UTF-8 is named (and left out)."""
+    texts: list[str | None] = []
+    bad = None
+    for what, raw in (("key", key), ("definition", definition), ("meta", meta)):
+        try:
+            texts.append(None if raw is None else raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            bad = bad or what
+            texts.append(key.decode("utf-8", "backslashreplace") if what == "key" else None)
+    return RedBeatRecord(str(texts[0]), texts[1], texts[2], undecodable=bad)
 
 
 def from_redbeat(records: Sequence[RedBeatRecord], *, key_prefix: str = "redbeat:",
@@ -181,13 +201,17 @@ def from_redbeat(records: Sequence[RedBeatRecord], *, key_prefix: str = "redbeat
     ``dtstart``, as RedBeat's does, and keeps its ``count``/``until``); ``enabled: false``
     imports it paused; the meta's ``last_run_at`` is the cursor (the next run is the
     rule's first occurrence after it, RedBeat's ``rrule.after(last_run_at)``)."""
-    return dedupe(_redbeat_entry(r, key_prefix, default_timezone, default_dispatch)
-                   for r in records)
+    return dedupe(guarded(r.key, partial(_redbeat_entry, r, key_prefix, default_timezone,
+                                         default_dispatch))
+                  for r in records)
 
 
 def _redbeat_entry(record: RedBeatRecord, key_prefix: str, default_tz: str,
                    default_dispatch: str) -> Result:
     name = record.key[len(key_prefix):] if record.key.startswith(key_prefix) else record.key
+    if record.undecodable:
+        return NotCarried(name, f"its {record.undecodable} is not UTF-8 text: RedBeat "
+                          "cannot read it either")
     if not record.definition:
         return NotCarried(name, f"hash {record.key!r} has no 'definition' field: not a RedBeat "
                           "entry")

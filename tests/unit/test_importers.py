@@ -599,3 +599,54 @@ def test_written_counts_what_the_statement_reported() -> None:
     ]
     assert written(rows) == {"inserted": 1, "changed": 2, "cursors_moved": 2, "unchanged": 1}
     assert written([]) == {"inserted": 0, "changed": 0, "cursors_moved": 0, "unchanged": 0}
+
+
+# -- issue 34: one odd row is reported, named, and the rest of the import goes on -----------
+
+
+def test_django_odd_rows_are_not_carried_and_the_others_are() -> None:
+    year_one = datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=14)))
+    tables = DjangoTables(
+        [{"name": "clocked-year-1", "task": "app.t", "clocked_id": 1, "one_off": True},
+         {"name": "clocked-year-1-utc", "task": "app.t", "clocked_id": 2, "one_off": True},
+         {"name": "huge-interval", "task": "app.t", "interval_id": 2},
+         {"name": "start-year-1", "task": "app.t", "interval_id": 1,
+          "start_time": datetime(1, 1, 1)},
+         {"name": "broken-row", "task": "app.t", "clocked_id": 3},
+         {"name": "fine", "task": "app.t", "interval_id": 1}],
+        intervals={1: {"every": 10, "period": "seconds"},
+                   2: {"every": 2**31, "period": "days"}},
+        clocked={1: {"clocked_time": year_one},
+                 2: {"clocked_time": datetime(1, 1, 1, tzinfo=UTC)},
+                 3: "a row that is not a row"})  # type: ignore[dict-item]
+    results = {r.name: r for r in from_django(tables, now=NOW)}
+    assert "clocked_time 0001-01-01T00:00:00+14:00 is out of range" in \
+        reason(results["clocked-year-1"])
+    assert "out of range" in reason(results["clocked-year-1-utc"])
+    assert reason(results["huge-interval"]).startswith("unusable interval: ")
+    assert "options.awa_beat.start_time" in reason(results["start-year-1"])
+    assert "out of range" in reason(results["start-year-1"])
+    assert reason(results["broken-row"]).startswith("cannot be read: AttributeError")
+    assert carried(results["fine"]).spec.cron_expr == "*/10 * * * * *"
+
+
+def test_redbeat_odd_rows_are_not_carried_and_the_others_are() -> None:
+    from awa_beat.importers.redbeat import _record
+
+    rule = {"__type__": "rrule", "freq": 99, "dtstart": 1767600000}
+    results = from_redbeat([
+        RedBeatRecord("redbeat:freq-99", definition(name="freq-99", schedule=rule), None),
+        _record(b"redbeat:bad-definition", b'{"name": "\xff"}', None),
+        _record(b"redbeat:bad-meta", definition(name="bad-meta").encode(), b"\xfe"),
+        _record(b"redbeat:\xffkey", definition(name="k").encode(), None),
+        RedBeatRecord("redbeat:count-0", definition(name="count-0", schedule={
+            **rule, "freq": 3, "count": 0}), None),
+        RedBeatRecord("redbeat:fine", definition(name="fine"), None)])
+    by_name = {r.name: r for r in results}
+    assert "rrule frequency 99" in reason(by_name["freq-99"])
+    assert reason(by_name["bad-definition"]) == \
+        "its definition is not UTF-8 text: RedBeat cannot read it either"
+    assert reason(by_name["bad-meta"]).startswith("its meta is not UTF-8")
+    assert reason(by_name["\\xffkey"]).startswith("its key is not UTF-8")
+    assert "never fire" in reason(by_name["count-0"])
+    assert carried(by_name["fine"]).spec.kind == "app.e"

@@ -512,3 +512,12 @@ def test_an_at_out_of_range_is_refused() -> None:
                     datetime(1, 1, 2, tzinfo=UTC), datetime(1969, 12, 31, tzinfo=UTC)):
         [(_, field, text)] = _problems({"task": "t", "schedule": at(instant)})
         assert field == "schedule" and "out of range" in text
+
+
+def test_bounds_out_of_range_are_refused() -> None:
+    for key in ("start_time", "end_time"):
+        for value in (datetime(1, 1, 1, tzinfo=UTC), "0001-01-01T00:00:00+14:00",
+                      datetime(1969, 1, 1, tzinfo=UTC)):
+            [(_, field, text)] = _problems({"task": "t", "schedule": 60,
+                                           "options": {"awa_beat": {key: value}}})
+            assert field == f"options.awa_beat.{key}" and "out of range" in text
