@@ -37,9 +37,16 @@ from .errors import (
     SessionLockUnsupported,
     UnknownSchema,
 )
-from .fire_times import POLICIES, calendar_for, due_fires, every_seconds, next_fire_after
+from .fire_times import (
+    POLICIES,
+    calendar_for,
+    can_fire_from,
+    due_fires,
+    every_seconds,
+    next_fire_after,
+)
 from .leader import Leadership
-from .markers import Bounds, is_marker, max_runs, split_bounds
+from .markers import Bounds, instant_text, is_marker, max_runs, split_bounds
 from .records import ScheduleRow
 from .spec import (
     AWA_BEAT_OPTION,
@@ -104,6 +111,9 @@ class ScheduleView:
     """Why the row cannot fire (a bad expression, zone or policy), or None."""
     orphan: bool = False
     """Registered by the app's deployment, but no longer in its beat_schedule."""
+    never_fires: str | None = None
+    """Why a valid row that is not retired has no fire left (an end or an ``at()``
+    past, an rrule spent), or None: it will never fire again."""
 
     @property
     def name(self) -> str:
@@ -418,6 +428,29 @@ def next_fire(row: ScheduleRow, now: datetime) -> tuple[datetime | None, str | N
     return next_fire_after(calendar, now), None
 
 
+def never_fires_again(row: ScheduleRow, now: datetime) -> str | None:
+    """Why ``row`` can never fire again, or None. A fire still due (after its cursor, or
+    for a row that never fired, in the minute before it was registered) counts as one
+    left; a retired row is done, as meant; an invalid one is reported as invalid."""
+    if row.retired:
+        return None
+    try:
+        calendar = calendar_for(row.cron_expr, row.timezone)
+    except AwaBeatError:
+        return None
+    cursor = row.last_enqueued_at
+    start = cursor + timedelta(seconds=1) if cursor is not None else \
+        row.created_at - timedelta(seconds=60)
+    if can_fire_from(calendar, min(start, now) if cursor is None else start):
+        return None
+    bounds = split_bounds(row.cron_expr)[1] if is_marker(row.cron_expr) else None
+    if bounds is not None and bounds.end is not None and bounds.end < now:
+        return f"its end_time {instant_text(bounds.end)} is past"
+    if row.cron_expr.startswith("@at "):
+        return f"its one fire, at {row.cron_expr[4:].partition(' ')[0]}, is past"
+    return f"its calendar has no fire time after {instant_text(max(start, now))}"
+
+
 def upcoming_fires(row: ScheduleRow, now: datetime, count: int) -> list[UpcomingFire]:
     """The next ``count`` fires, each noted when the zone's UTC offset changed before it."""
     try:
@@ -657,7 +690,9 @@ class Operations:
 
     @staticmethod
     def _view(row: ScheduleRow, now: datetime, orphan: bool) -> ScheduleView:
-        return ScheduleView(row, *next_fire(row, now), orphan=orphan)
+        fire, problem = next_fire(row, now)
+        never = never_fires_again(row, now) if fire is None and problem is None else None
+        return ScheduleView(row, fire, problem, orphan=orphan, never_fires=never)
 
     def pause(self, name: str, by: str | None = None, note: str | None = None, *,
               conn: psycopg.Connection | None = None) -> datetime:
@@ -964,10 +999,15 @@ class Operations:
         except AwaBeatError:
             rows = []
         now = self.clock()
-        invalid = [f"{r.name}: {p}" for r in rows for p in [next_fire(r, now)[1]] if p]
+        views = [self._view(r, now, False) for r in rows]
+        invalid = [f"{v.name}: {v.problem}" for v in views if v.problem]
         yield Check(not invalid, f"{len(rows)} schedule(s), {len(invalid)} invalid",
                     "fix the expression or time zone in beat_schedule, or "
                     "`awa-beat remove NAME`", tuple(invalid))
+        spent = [f"{v.name}: {v.never_fires}" for v in views if v.never_fires]
+        yield Check(not spent, f"{len(spent)} schedule(s) that can never fire again",
+                    "give each a calendar with fires to come (beat_schedule, `awa-beat edit "
+                    "NAME`), or `awa-beat remove NAME`", tuple(spent))
         try:
             overdue = self.overdue()
         except AwaBeatError as exc:

@@ -57,6 +57,7 @@ def schedule_json(view: ScheduleView) -> dict[str, Any]:
         "paused_at": iso(row.paused_at), "paused_by": row.paused_by,
         "deployment": row.deployment, "owner": row.owner, "invalid": view.problem,
         **bounds_json(view.bounds),
+        "never_fires": view.never_fires,
     }
 
 

@@ -44,7 +44,9 @@ def list_(database_url: str | None, pattern: str | None, as_json: bool) -> None:
             owner += " (orphan: not in beat_schedule)"
         rows.append([
             row.name, row.cron_expr, row.timezone, row.missed_fire_policy,
-            "INVALID: " + view.problem if view.problem else fmt(view.next_fire),
+            "INVALID: " + view.problem if view.problem
+            else "NEVER FIRES: " + view.never_fires if view.never_fires
+            else fmt(view.next_fire),
             fmt(view.next_fire, row.timezone) if view.next_fire else "",
             fmt(row.last_enqueued_at), paused, owner,
         ])
@@ -136,7 +138,8 @@ def show(database_url: str | None, name: str, count: int, as_json: bool) -> None
          if row.paused_at else "no"),
         ("owner", view.owner_text if row.deployment else "(not registered by awa-beat)"),
         ("created", f"{fmt(row.created_at)} UTC"), ("updated", f"{fmt(row.updated_at)} UTC"),
-    ] + ([("INVALID", view.problem)] if view.problem else []):
+    ] + ([("INVALID", view.problem)] if view.problem else []) + (
+            [("NEVER FIRES", view.never_fires)] if view.never_fires else []):
         click.echo(f"{label + ':':<14} {value}")
     click.echo("\nnext fires:")
     click.echo(table(["UTC", "LOCAL", ""], [
