@@ -134,8 +134,10 @@ class Schedules:
         :class:`~awa_beat.errors.ScheduleOwned` when replacing a row that a
         ``beat_schedule`` owns (unless ``force``). Returns the validated spec.
         """
-        entry = {"task": task, "schedule": schedule, "args": list(args),
-                 "kwargs": dict(kwargs or {}), "options": dict(options or {})}
+        # As given: validation refuses what a conversion here would coerce (a dict's
+        # keys as args).
+        entry = {"task": task, "schedule": schedule, "args": args, "kwargs": kwargs,
+                 "options": options}
         (spec,) = self._ops.add({name: entry}, replace=replace, force=force,
                                 conn=psycopg_connection(conn))
         return spec
