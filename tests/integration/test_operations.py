@@ -130,8 +130,9 @@ def test_status_leaders_standbys_and_backlog(ops: Operations, db_url: str,
 def test_checks_as_data(ops: Operations, conn) -> None:
     ops.clock = utcnow  # the fixture's clock is months off the database's
     checks = list(ops.checks())
-    assert len(checks) == 10  # reachable, schema, locks, clock skew, tz data, rows, overdue,
-    # unpublished Celery jobs, jobs for Awa with no Awa, orphans
+    assert len(checks) == 11  # reachable, schema, locks, clock skew, tz data, rows, rows
+    # that can never fire again, overdue, unpublished Celery jobs, jobs for Awa with no
+    # Awa, orphans
     assert checks[0].what.startswith("database reachable")
     assert [c.what for c in checks if not c.ok] == [
         "1 stored schedule(s) no longer in beat_schedule"]
