@@ -776,10 +776,7 @@ class Operations:
             check_owners(rows, force)
             entry = merge_entry(beat_entry(row), changes)
             (spec,) = self.specs({name: entry})
-            # The deployment whose bridge publishes its jobs stays, unless the row had none.
-            celery = (row.metadata or {}).get("celery") or {}
-            deployment = (deployment or celery.get("deployment")
-                          or self.settings.deployment)
+            deployment = self._deployment_of(row, deployment)
             self.store.upsert_runtime(c, [spec.row(deployment)], deployment=deployment,
                                       replace=True)
             if row.retired and max_runs(row.cron_expr) != max_runs(spec.cron_expr):
@@ -788,6 +785,22 @@ class Operations:
                 # moved its cursor there).
                 self.store.unretire(c, name)
         return spec
+
+    def _deployment_of(self, row: ScheduleRow, deployment: str | None) -> str:
+        """The deployment whose bridge publishes ``row``'s jobs after an update: the one
+        given, else the row's own (it stays), else the settings'."""
+        celery = (row.metadata or {}).get("celery") or {}
+        return deployment or celery.get("deployment") or self.settings.deployment
+
+    def edit_delivery(self, name: str, *, deployment: str | None = None,
+                      dispatch: str | None = None) -> Delivery:
+        """:meth:`delivery` of ``name`` once :meth:`update` gives it ``deployment`` or
+        ``dispatch`` (None: its own stays)."""
+        row = self.store.get(name)
+        celery = (row.metadata or {}).get("celery") or {}
+        return self.delivery(self._deployment_of(row, deployment),
+                             dispatch or celery.get("dispatch") or self.settings.dispatch
+                             or "awa")
 
     def history(self, name: str | None = None, limit: int = 20) -> list[JobRecord]:
         """The newest jobs of ``name`` (NotFound if there is no such schedule), or of

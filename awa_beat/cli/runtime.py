@@ -134,11 +134,19 @@ def add(name: str, database_url: str | None, as_json: bool, replace: bool, force
         # Without an app the defaults (deployment 'default', dispatch awa) are rarely what
         # the beats serve: say what the row gets, and refuse a row nothing would run.
         delivery = ops.delivery(ops.settings.deployment, spec.dispatch)
-        if delivery.refusal is not None:
-            raise DispatchUnserved(f"{name}: {delivery.refusal}; nothing was written")
+        _refuse_unserved(name, delivery)
         ops.add({name: entry}, replace=replace, force=force)
     _report("replaced" if replace else "added", name, database_url, as_json, delivery)
-    if delivery.warning is not None:
+    _warn_unserved(name, delivery)
+
+
+def _refuse_unserved(name: str, delivery: Delivery) -> None:
+    if delivery.refusal is not None:
+        raise DispatchUnserved(f"{name}: {delivery.refusal}; nothing was written")
+
+
+def _warn_unserved(name: str, delivery: Delivery | None) -> None:
+    if delivery is not None and delivery.warning is not None:
         click.echo(f"warning: {name}: {delivery.warning}", err=True)
 
 
@@ -161,6 +169,13 @@ def edit(name: str, database_url: str | None, as_json: bool, force: bool,
     changes = _entry(name, params, edit=True)
     if not changes and not deployment:
         raise click.UsageError("nothing to change; give at least one option")
+    dispatch = changes.get("options", {}).get("awa_beat", {}).get("dispatch")
     with operations(database_url) as ops:
+        delivery = None
+        if deployment or dispatch:
+            # Who runs its jobs changes: vetted as add vets a new row.
+            delivery = ops.edit_delivery(name, deployment=deployment, dispatch=dispatch)
+            _refuse_unserved(name, delivery)
         ops.update(name, changes, force=force, deployment=deployment)
-    _report("changed", name, database_url, as_json)
+    _report("changed", name, database_url, as_json, delivery)
+    _warn_unserved(name, delivery)

@@ -86,6 +86,12 @@ def test_add_without_an_app_refuses_a_row_nothing_would_run(beat: tuple[Beat, st
         "deployment proj, dispatch celery: published to Celery by the beat of deployment "
         "'proj'")
     assert served.stderr == ""
+    # An edit that moves it to a deployment no beat publishes is refused the same way.
+    moved = cli(url, "edit", "ping", "--deployment", "default")
+    assert moved.exit_code == 1 and "give --deployment proj" in moved.output, moved.output
+    shown = json.loads(cli(url, "show", "ping", "--json").stdout)
+    assert shown["metadata"]["celery"]["deployment"] == "proj"
+    assert cli(url, "edit", "ping", "--every", "1m").exit_code == 0
     assert "Traceback" not in proc.output()
 
 
