@@ -1,14 +1,39 @@
 """awa-beat: a PostgreSQL-backed, highly available Celery beat scheduler compatible with Awa.
 
-The names in ``__all__`` are the public Python API. They are imported on first use, so that
-``import awa_beat`` loads neither Celery nor psycopg (``celery beat -S awa_beat.Scheduler``
-and the CLI pay only for what they use); type checkers see the real classes through the
-imports under ``TYPE_CHECKING``.
+The names in ``__all__`` are the public Python API. The errors (a module with no imports)
+are loaded at once; the rest on first use, so that ``import awa_beat`` loads neither Celery
+nor psycopg (``celery beat -S awa_beat.Scheduler`` and the CLI pay only for what they use).
+Type checkers see the real classes through the imports under ``TYPE_CHECKING``.
 """
 
 from __future__ import annotations
 
 from importlib import import_module
+
+from .errors import (
+    AwaBeatError,
+    BrokerError,
+    ConfigError,
+    DatabaseUnavailable,
+    DataRefused,
+    DispatchUnserved,
+    EndpointError,
+    InvalidCronExpression,
+    InvalidTimezone,
+    NoDatabase,
+    NotFound,
+    ScheduleConflict,
+    ScheduleError,
+    ScheduleExists,
+    ScheduleOwned,
+    SchemaError,
+    SessionLockUnsupported,
+    SourceError,
+    StoreError,
+    UnknownSchema,
+    ValidationError,
+    WriteNotApplied,
+)
 
 __version__ = "0.1.0"
 
@@ -20,52 +45,25 @@ if TYPE_CHECKING:
     from .api import Schedules
     from .calendars import at
     from .celery_scheduler import Scheduler
-    from .errors import (
-        AwaBeatError,
-        BrokerError,
-        ConfigError,
-        DatabaseUnavailable,
-        EndpointError,
-        InvalidCronExpression,
-        InvalidTimezone,
-        NoDatabase,
-        NotFound,
-        ScheduleConflict,
-        ScheduleError,
-        ScheduleExists,
-        ScheduleOwned,
-        SchemaError,
-        SessionLockUnsupported,
-        SourceError,
-        StoreError,
-        UnknownSchema,
-        ValidationError,
-        WriteNotApplied,
-    )
     from .operations import ScheduleView
     from .spec import ScheduleSpec
 
-# Each public name and the module that defines it.
-_ORIGINS = {
+# Each name loaded on first use, and the module that defines it.
+_LAZY = {
     "Scheduler": "celery_scheduler",
     "Schedules": "api",
     "ScheduleSpec": "spec",
     "ScheduleView": "operations",
     "at": "calendars",
-    **dict.fromkeys(
-        ["AwaBeatError", "BrokerError", "ConfigError", "DatabaseUnavailable", "EndpointError",
-         "InvalidCronExpression", "InvalidTimezone", "NoDatabase", "NotFound",
-         "ScheduleConflict", "ScheduleError", "ScheduleExists", "ScheduleOwned", "SchemaError",
-         "SessionLockUnsupported", "SourceError", "StoreError", "UnknownSchema",
-         "ValidationError", "WriteNotApplied"],
-        "errors"),
 }
 
 __all__ = [
     "AwaBeatError",
     "BrokerError",
     "ConfigError",
+    "DataRefused",
     "DatabaseUnavailable",
+    "DispatchUnserved",
     "EndpointError",
     "InvalidCronExpression",
     "InvalidTimezone",
@@ -90,11 +88,10 @@ __all__ = [
     "at",
 ]
 
-
 if not TYPE_CHECKING:  # a type checker sees the names above, and a typo as an error
 
     def __getattr__(name: str) -> object:
-        module = _ORIGINS.get(name)
+        module = _LAZY.get(name)
         if module is None:
             raise AttributeError(f"module 'awa_beat' has no attribute {name!r}")
         value = getattr(import_module(f".{module}", __name__), name)

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 import awa_beat
+import awa_beat.errors
+from awa_beat.errors import AwaBeatError
 
 ROOT = Path(awa_beat.__file__).resolve().parent.parent
 
@@ -114,8 +116,15 @@ def test_every_public_name_is_in_all_and_resolves() -> None:
                             env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
-    assert {"Scheduler", "Schedules", "at", "AwaBeatError", "ValidationError",
-            "NotFound", "ScheduleExists", "ScheduleOwned"} <= set(awa_beat.__all__)
+    assert {"Scheduler", "Schedules", "at", "ScheduleSpec", "ScheduleView"} <= set(
+        awa_beat.__all__)
+
+
+def test_every_error_a_user_can_catch_is_public() -> None:
+    errors = {name for name, value in vars(awa_beat.errors).items()
+              if isinstance(value, type) and issubclass(value, AwaBeatError)}
+    assert "ValidationError" in errors
+    assert errors <= set(awa_beat.__all__)
 
 
 def test_importing_awa_beat_loads_neither_celery_nor_psycopg() -> None:
