@@ -204,3 +204,26 @@ def _fields(schedule: dict[str, dict[str, object]]) -> dict[str, object]:
     """The one entry of ``schedule`` as keyword arguments of :meth:`Schedules.add`."""
     ((_, entry),) = schedule.items()
     return dict(entry)
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    ("CREATE RULE keep AS ON DELETE TO awa.cron_jobs DO INSTEAD NOTHING", "rules keep"),
+    ("ALTER TABLE awa.cron_jobs DROP COLUMN paused_by", "missing columns paused_by"),
+    ("CREATE FUNCTION awa.noop() RETURNS trigger LANGUAGE plpgsql AS"
+     " $$ BEGIN RETURN NEW; END $$;"
+     " CREATE TRIGGER audit AFTER UPDATE ON awa.cron_jobs"
+     " FOR EACH ROW EXECUTE FUNCTION awa.noop()", "triggers audit"),
+], ids=["rule", "dropped-column", "trigger"])
+def test_each_change_to_the_table_is_named(db_url: str, change: str, named: str) -> None:
+    """Whatever changed the table, a version of Awa's or a hand, the refusal names it; a
+    trigger that is disabled changes nothing and is not refused."""
+    with connect(db_url) as conn:
+        conn.execute(change)
+    with pytest.raises(UnknownSchema) as refused:
+        Schedules(db_url, settings=SETTINGS)
+    message = one_line(str(refused.value))
+    assert f"({named})" in message and "newer than" not in message, message
+    if named.startswith("triggers"):
+        with connect(db_url) as conn:
+            conn.execute("ALTER TABLE awa.cron_jobs DISABLE TRIGGER audit")
+        Schedules(db_url, settings=SETTINGS).close()
