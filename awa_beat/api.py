@@ -102,10 +102,11 @@ class Schedules:
                                settings=self.settings, clock=utcnow)
 
     @classmethod
-    def from_app(cls, app: Any, **kwargs: Any) -> Schedules:
+    def from_app(cls, app: Any, *, database_url: str | None = None,
+                 settings: Settings | None = None, pool_size: int = 2) -> Schedules:
         """The schedules of a Celery app's database, read with its settings (as its beat
         reads its beat_schedule)."""
-        return cls(app=app, **kwargs)
+        return cls(database_url, settings=settings, app=app, pool_size=pool_size)
 
     def close(self) -> None:
         self._ops.close()

@@ -97,6 +97,7 @@ def test_a_users_program_type_checks_against_the_real_types(tmp_path: Path) -> N
     ("awa_beat.at('2027-01-01')", 'incompatible type "str"'),
     ("n: int = awa_beat.Schedules().get('x')", '"ScheduleView"'),
     ("awa_beat.NotAName", 'has no attribute "NotAName"'),
+    ("awa_beat.Schedules.from_app(object(), pool_sise=3)", 'argument "pool_sise"'),
 ])
 def test_a_misuse_of_the_public_api_is_reported(tmp_path: Path, misuse: str,
                                                  message: str) -> None:
