@@ -176,6 +176,20 @@ class Entry:
     def paused(self) -> bool:
         return self.state != "active"
 
+    def form_schedule(self) -> tuple[str, str]:
+        """The schedule as the dashboard's and the Django admin's edit forms show it,
+        bounds aside (they have fields of their own): ``(kind, text)``."""
+        base = self.cron_expr.partition(" | ")[0]
+        if self.marker == "every":
+            return "every", base.removeprefix("@every ").removesuffix("s")
+        if self.marker == "at":
+            return "at", base.removeprefix("@at ")
+        if self.marker == "solar":
+            return "solar", ":".join(base.split(" ")[1:])
+        if self.marker == "cron":
+            return "cron", base.removeprefix("@cron ")
+        return "cron", base
+
     def next_after(self, t: datetime) -> datetime | None:
         """The next automatic fire after ``t``: the calendar's, or None while paused or
         retired."""
