@@ -414,12 +414,14 @@ class Dashboard:
 
     def password_ok(self, req: Request, user: str, given: str) -> bool:
         """Whether ``given`` is the password. A client past a few failures must wait
-        longer after each (429 meanwhile, the password not even compared); every
-        failure is logged and audited."""
+        longer after each (429 meanwhile, the password not even compared); every wrong
+        password is logged and audited, and the first attempt refused in each wait."""
         client = req.client(self.config)
         wait = math.ceil(self.throttle.wait(client))
         if wait > 0:
-            self._login_refused(req, user, client, f"too many failed logins, {wait} s to wait")
+            if self.throttle.first_refusal(client):
+                self._login_refused(req, user, client,
+                                    f"too many failed logins, {wait} s to wait")
             raise HTTPError(429, f"too many failed logins from {client}: try again in "
                                  f"{wait} s", [("Retry-After", str(wait))])
         if self.config.password and auth.password_matches(given, self.config.password):

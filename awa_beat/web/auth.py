@@ -194,6 +194,7 @@ class LoginThrottle:
         self.free, self.max_delay, self.forget_after = free, max_delay, forget_after
         self.max_clients, self.clock = max_clients, clock
         self._failures: dict[str, tuple[int, float, float]] = {}  # count, last, allowed at
+        self._reported: set[str] = set()
         self._lock = threading.Lock()
 
     def wait(self, client: str) -> float:
@@ -202,11 +203,20 @@ class LoginThrottle:
             found = self._failures.get(client)
         return max(0.0, found[2] - self.clock()) if found else 0.0
 
+    def first_refusal(self, client: str) -> bool:
+        """Whether this is the first attempt refused during ``client``'s current wait:
+        that one is logged and audited, the rest of a flood only answered."""
+        with self._lock:
+            first = client not in self._reported
+            self._reported.add(client)
+        return first
+
     def failed(self, client: str) -> float:
         """Count a failure of ``client``; the seconds it must now wait."""
         now = self.clock()
         with self._lock:
             count, last, _ = self._failures.pop(client, (0, now, now))
+            self._reported.discard(client)
             if now - last > self.forget_after:
                 count = 0
             count += 1
@@ -214,12 +224,14 @@ class LoginThrottle:
                                                        2.0 ** (count - self.free - 1))
             self._failures[client] = (count, now, now + delay)
             while len(self._failures) > self.max_clients:  # insertion order: quietest first
-                del self._failures[next(iter(self._failures))]
+                self._reported.discard(quietest := next(iter(self._failures)))
+                del self._failures[quietest]
         return delay
 
     def succeeded(self, client: str) -> None:
         with self._lock:
             self._failures.pop(client, None)
+            self._reported.discard(client)
 
 
 # -- where a request may say it is going, and to whom it may be addressed ---------------------

@@ -30,9 +30,9 @@ from .auth import WebConfig
 logger = logging.getLogger(__name__)
 
 #: Seconds a connection may stay silent before the server closes it.
-IDLE_TIMEOUT = 30.0
+IDLE_TIMEOUT = 10.0
 #: Connections served at once; more wait in the listen queue until one closes.
-CONNECTION_LIMIT = 100
+CONNECTION_LIMIT = 500
 #: Threads running requests (each may hold one of the store's connections).
 THREADS = 4
 #: The request line and headers together; a longer head is refused (431). A shorter

@@ -165,6 +165,17 @@ def test_failed_logins_make_the_client_wait_longer_each_time() -> None:
     assert throttle.failed("10.0.0.3") == 0
 
 
+def test_only_the_first_attempt_refused_in_a_wait_is_reported() -> None:
+    throttle = auth.LoginThrottle(free=0, clock=lambda: 0.0)
+    throttle.failed("a")
+    assert [throttle.first_refusal("a") for _ in range(3)] == [True, False, False]
+    throttle.failed("a")  # a new wait: reported again
+    assert throttle.first_refusal("a") and not throttle.first_refusal("a")
+    throttle.succeeded("a")
+    throttle.failed("a")
+    assert throttle.first_refusal("a")
+
+
 def test_the_throttle_remembers_a_bounded_number_of_clients() -> None:
     throttle = auth.LoginThrottle(free=0, max_clients=3, clock=lambda: 0.0)
     for client in ("a", "b", "c", "d"):
