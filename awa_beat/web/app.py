@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, urlencode
 import jinja2
 
 from ..config import redact
-from ..errors import AwaBeatError, NotFound, StoreError
+from ..errors import AwaBeatError, NotFound, StoreError, WriteNotApplied
 from ..logs import event, printable
 from ..operations import Operations
 from . import auth
@@ -243,6 +243,8 @@ class Dashboard:
             response.headers += exc.headers
         except NotFound as exc:
             response = self._error(req, 404, str(exc))
+        except WriteNotApplied as exc:  # the database answered, and kept the row
+            response = self._error(req, 409, str(exc))
         except StoreError as exc:
             logger.warning("awa-beat web: %s", printable(str(exc)))
             response = self._error(req, 503, str(exc))

@@ -11,8 +11,13 @@ owns the tables, Awa's migration table past the versions awa-beat knows.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -22,6 +27,8 @@ from awa_beat.errors import NotFound, UnknownSchema, WriteNotApplied
 from awa_beat.operations import Operations
 from awa_beat.store import connect
 from awa_beat.testing import terminate, wait_for
+from awa_beat.web import create_app
+from awa_beat.web.server import make
 from tests.matrix.catalogue import CATALOGUE, SETTINGS, MatrixDB, beat_schedule, stored_rows
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -198,6 +205,38 @@ def test_a_write_the_database_skips_is_reported(matrix_db: MatrixDB) -> None:
         with pytest.raises(NotFound):
             schedules.remove("no-such-schedule")
     assert stored_rows(matrix_db.url)["cron-zone"]["paused_by"] == "op"
+
+
+def test_the_dashboard_answers_409_for_a_skipped_write(matrix_db: MatrixDB) -> None:
+    """The dashboard, started before Awa was migrated under it: a pause the database
+    skips is a conflict naming the schedule (not "unavailable"), and recorded so."""
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+    app = create_app(matrix_db.url)
+    server = make(app, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        # Any page with a form gives the session's token (a plain cron one's).
+        page = opener.open(f"{base}/schedule?name=cron-zone", timeout=10).read().decode()
+        token = re.search(r'name="csrf_token" value="([^"]+)"', page)
+        assert token is not None, page[:2000]
+        make_awa07(matrix_db.url, matrix_db.layout)
+        form = urllib.parse.urlencode({"name": RETIRED[1], "csrf_token": token[1]}).encode()
+        request = urllib.request.Request(f"{base}/schedule/pause", data=form,
+                                         headers={"Origin": base})
+        with pytest.raises(urllib.error.HTTPError) as answered:
+            opener.open(request, timeout=10)
+        body = answered.value.read().decode()
+        assert answered.value.code == 409, body[:2000]
+        assert f"pausing &#39;{RETIRED[1]}&#39; changed nothing" in body, body[:3000]
+        (entry, *_) = app.ops.audit_log(schedule=RETIRED[1])
+        assert entry.action == "pause" and entry.outcome.startswith("error: pausing")
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+        app.close()
 
 
 def _fields(schedule: dict[str, dict[str, object]]) -> dict[str, object]:
