@@ -16,7 +16,14 @@ import pytest
 
 from awa_beat.markers import bounded, split_bounds
 from tests.integration.test_cli import run
-from tests.matrix.catalogue import CATALOGUE, NAMES, PAUSED_BY, MatrixDB, stored_rows
+from tests.matrix.catalogue import (
+    CATALOGUE,
+    NAMES,
+    PAUSED_BY,
+    MatrixDB,
+    as_if_on_time,
+    stored_rows,
+)
 
 pytestmark = pytest.mark.integration
 UTC = timezone.utc
@@ -101,17 +108,18 @@ def test_history_of_all_and_status_and_doctor(shared_matrix_db: MatrixDB) -> Non
     db = shared_matrix_db
     fired = sum(e.runs for e in CATALOGUE.values())
     assert [h["schedule"] for h in cli_json(db, "history")] == ["retired"] * fired
+    as_if_on_time(db.url, late=["offgrid-interval"])
     status = cli(db, "status")
     assert status.exit_code == 0, status.output
-    assert "overdue schedules: 0" in status.output
+    assert "overdue schedules: 1" in status.output
     doctor = cli(db, "doctor")
+    assert doctor.exit_code == 1, doctor.output
     assert f"{len(NAMES)} schedule(s), 0 invalid" in doctor.output
-    if db.layout == "awa":
-        assert doctor.exit_code == 0, doctor.output
-    else:  # the retired schedule's jobs wait for Awa workers where Awa is not installed
-        assert doctor.exit_code == 1, doctor.output
+    assert "offgrid-interval" in doctor.output  # the overdue one, named
+    fails = 1 if db.layout == "awa" else 2
+    if db.layout == "standalone":  # the retired one's jobs: Awa is not installed
         assert f"deployment matrix: {fired} job(s) wait, nothing runs them" in doctor.output
-        assert doctor.output.count("[FAIL]") == 1, doctor.output
+    assert doctor.output.count("[FAIL]") == fails, doctor.output
 
 
 def test_export_has_every_type(shared_matrix_db: MatrixDB) -> None:

@@ -16,12 +16,17 @@ from typing import Any
 
 import pytest
 
-from awa_beat.store import connect
-
 # Skips this module as it skips its own without Chromium or Playwright.
 from tests.acceptance.test_web import CHROMIUM, WebConfig, expect, serve, sync_api
 from tests.conftest import LAYOUTS
-from tests.matrix.catalogue import CATALOGUE, NAMES, PAUSED_BY, MatrixDB, stored_rows
+from tests.matrix.catalogue import (
+    CATALOGUE,
+    NAMES,
+    PAUSED_BY,
+    MatrixDB,
+    as_if_on_time,
+    stored_rows,
+)
 
 pytestmark = pytest.mark.acceptance
 UTC = timezone.utc
@@ -148,11 +153,7 @@ def test_each_filter_and_search_shows_its_types(page: Any, web_url: str, query: 
 
 
 def test_the_overdue_filter(page: Any, web_url: str, shared_matrix_db: MatrixDB) -> None:
-    # No beat runs here: every cursor is moved to now, as a beat firing on time leaves
-    # them, but the 7 s interval's, an hour back: it alone is overdue.
-    with connect(shared_matrix_db.url) as conn:
-        conn.execute("UPDATE awa.cron_jobs SET last_enqueued_at = CASE name"
-                     " WHEN 'offgrid-interval' THEN now() - interval '1 hour' ELSE now() END")
+    as_if_on_time(shared_matrix_db.url, late=["offgrid-interval"])
     goto(page, f"{web_url}/schedules?state=overdue")
     assert shown_names(page) == {"offgrid-interval"}
     expect(page.locator("#total")).to_have_text("1 matching")
