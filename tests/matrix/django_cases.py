@@ -149,6 +149,7 @@ FORMS: dict[str, tuple[str, str, str, dict[str, str]]] = {
     "bound-end": ("cron", "0 * * * *", "", {"end_time": "2035-01-01T00:00:00Z"}),
     "bound-max-runs": ("cron", "15 * * * *", "", {"max_runs": "3"}),
     "one-off": ("cron", "45 4 * * *", "", {"one_off": "yes"}),
+    "paused": ("cron", "0 3 * * *", "", {}),
 }
 
 
@@ -163,9 +164,12 @@ def test_add_each_type_through_the_form(client: Any, matrix: MatrixDB, name: str
                                  "schedule": schedule, "timezone": zone, "args": "[]",
                                  "kwargs": "{}", **bounds})
     assert response.status_code == 302, response.content.decode()[-3000:]
+    if entry.state == "paused":
+        act(client, "pause", new)
     row = stored_rows(matrix.url)[new]
     assert (row["cron_expr"], row["timezone"], row["owner"]) == (
         entry.cron_expr, entry.timezone, "runtime")
+    assert row["paused_by"] == ("root (Django admin)" if entry.paused else None)
 
 
 @pytest.mark.parametrize("name", NAMES)
