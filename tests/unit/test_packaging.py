@@ -1,0 +1,68 @@
+"""What a published package promises: one version everywhere, and a README whose links
+work on a package index page (where relative links break: the README mentions the
+sdist's files as plain text instead, and those files must exist)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import awa_beat
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+# Markdown links and images, autolinks and HTML attributes: every way a README can link.
+LINK_PATTERNS = (
+    re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)"),
+    re.compile(r"^\s*\[[^\]]+\]:\s*(\S+)", re.MULTILINE),
+    re.compile(r"<(https?://[^>]+)>"),
+    re.compile(r"""(?:href|src)\s*=\s*["']([^"']+)"""),
+)
+# Files of the sdist the README names in code spans: `docs/web.md`, `LICENSE`, ...
+MENTION = re.compile(r"`((?:docs|examples|benchmarks|awa_beat|tests)/[^`\s]+|LICENSE|"
+                     r"CHANGELOG\.md|mkdocs\.yml)`")
+
+
+def readme_links() -> list[str]:
+    return [m.group(1) for pattern in LINK_PATTERNS for m in pattern.finditer(README)]
+
+
+def test_awa_beat_version_agrees_with_the_package_metadata() -> None:
+    assert awa_beat.__version__ == importlib.metadata.version("awa-beat")
+
+
+def test_the_version_option_prints_the_package_version() -> None:
+    done = subprocess.run([sys.executable, "-m", "awa_beat", "--version"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"awa-beat, version {awa_beat.__version__}"
+
+
+def test_the_awa_beat_command_is_the_cli_entry_point() -> None:
+    scripts = importlib.metadata.entry_points(group="console_scripts")
+    assert [ep.value for ep in scripts if ep.name == "awa-beat"] == ["awa_beat.cli:main"]
+
+
+def test_every_readme_link_is_absolute() -> None:
+    links = readme_links()
+    assert links, "the README has links (PyPI pages among them)"
+    relative = [link for link in links if not link.startswith("https://")]
+    assert relative == [], ("relative links and in-page anchors break on a package index; "
+                            "name the file in a code span instead")
+
+
+def test_no_placeholder_hosts_in_the_readme_or_the_metadata() -> None:
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    for text in (README, pyproject):
+        assert not re.search(r"example\.(invalid|com|org)|localhost/awa-beat", text)
+
+
+def test_every_file_the_readme_names_is_in_the_source_tree() -> None:
+    named = sorted({m.group(1) for m in MENTION.finditer(README)})
+    assert "docs/web.md" in named and "LICENSE" in named
+    missing = [name for name in named if not (ROOT / name.split("#")[0]).exists()]
+    assert missing == []
