@@ -94,15 +94,34 @@ class Settings:
     """
 
     database_url: str | None = None
+    """PostgreSQL URL, reached directly or through session pooling (PgBouncer's transaction
+    or statement pooling is refused). None: an embedded PostgreSQL in ``./.awa-beat/pgdata``
+    (or ``$AWA_BEAT_EMBEDDED_DIR``), for trying things out."""
     lock_key: int = DEFAULT_LOCK_KEY
+    """Advisory lock key of the leader election (default: the bytes ``AWA_BEAT``). Replicas
+    with the same key and database form one group. Never Awa's own key."""
     sync_interval: float = 60.0
+    """Seconds between the leader's re-syncs of ``beat_schedule`` to the database and
+    re-reads of every row."""
     ping_interval: float = 30.0
+    """Seconds between the leader's checks of its lock connection; on a failure it stops
+    firing at once and goes back to the election."""
     election_interval: float = 1.0
+    """Seconds between a standby's attempts to take the lock."""
     catch_up_limit: int = 1000
+    """Fires per ``catch_up`` schedule per pass (as in Awa); the rest follow in the next passes."""
     default_timezone: str = "UTC"
+    """Time zone of entries that name none: the app's ``timezone``, else UTC."""
     dispatch: str | None = None
+    """Who runs fired jobs: ``"celery"`` publishes them to the app's broker (the dispatch
+    bridge), ``"awa"`` (None: the default) leaves them in ``awa.jobs`` for Awa workers.
+    Entries may override it (``options["awa_beat"]["dispatch"]``)."""
     deployment: str = "default"
+    """Label of the rows this app registers (the app's name, else ``default``), used to spot
+    rows its configuration no longer has and to publish only its own jobs."""
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT
+    """Seconds the server keeps the lock of a leader that stopped answering (a dead host, a
+    silent partition) before dropping it so that a standby takes over."""
     startup_timeout: float = 300.0
     """Seconds a beat started while the database is unreachable keeps retrying."""
     http_port: int | None = None
