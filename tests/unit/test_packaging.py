@@ -66,3 +66,14 @@ def test_every_file_the_readme_names_is_in_the_source_tree() -> None:
     assert "docs/web.md" in named and "LICENSE" in named
     missing = [name for name in named if not (ROOT / name.split("#")[0]).exists()]
     assert missing == []
+
+
+def test_the_api_reference_documents_every_public_name() -> None:
+    from awa_beat import errors
+
+    page = (ROOT / "docs" / "reference" / "api.md").read_text(encoding="utf-8")
+    directives = set(re.findall(r"^::: (\S+)", page, re.MULTILINE))
+    documented = {path.rsplit(".", 1)[-1] for path in directives}
+    if "awa_beat.errors" in directives:
+        documented |= {name for name in awa_beat.__all__ if hasattr(errors, name)}
+    assert sorted(set(awa_beat.__all__) - documented - {"__version__"}) == []
