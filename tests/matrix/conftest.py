@@ -6,7 +6,8 @@ database is a clone of it (one ``CREATE DATABASE``), so a test may change what i
 * ``matrix_db`` (per test, parametrised over ``layout``): a fresh clone, a
   :class:`~tests.matrix.catalogue.MatrixDB`.
 * ``shared_matrix_db`` (per module and layout): one clone shared by a module's tests,
-  for cells that only read.
+  for cells that only read, or that each change a schedule of their own. Prefer it: a
+  clone costs a ``CREATE DATABASE``, and its drop at the end of the run a checkpoint.
 * ``matrix_templates``: the templates themselves, for tests that clone their own
   (``matrix_templates.clone(layout)``).
 """
