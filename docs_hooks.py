@@ -16,17 +16,22 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import html as html_module
 import inspect
 import itertools
+import re
 from pathlib import Path
 from typing import Any
 
 import click
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
+from mkdocs.structure.pages import Page
 
 ROOT = Path(__file__).resolve().parent
 PACKAGE = ROOT / "awa_beat"
+#: `docs/<page>.md` written in a code span, not already a link.
+DOC_MENTION = re.compile(r'(?<!">)<code>docs/([\w./-]+\.md)</code>')
 
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:
@@ -35,6 +40,21 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
                          ("reference/metrics.md", metrics_page)):
         files.append(File.generated(config, path, content=render()))
     return files
+
+
+def on_page_content(html: str, page: Page, config: MkDocsConfig, files: Files) -> str:
+    """The README's sections, included in pages, name the documentation's files as the
+    sdist has them (`docs/web.md`: a package index cannot follow a relative link); on the
+    site each such name becomes a link to its page. (The inclusion happens while the
+    Markdown is converted, so the names are linked in the HTML.)"""
+
+    def link(match: re.Match[str]) -> str:
+        target = files.get_file_from_path(html_module.unescape(match.group(1)))
+        if target is None:
+            return match.group(0)
+        return f'<a href="{target.url_relative_to(page.file)}">{match.group(0)}</a>'
+
+    return DOC_MENTION.sub(link, html)
 
 
 # -- helpers ------------------------------------------------------------------------------
