@@ -237,10 +237,10 @@ def metrics_page() -> str:
     tree = ast.parse((PACKAGE / "metrics.py").read_text(encoding="utf-8"))
     rows = []
     for name, kind, help_text, labels in metric_families(tree):
-        exposed = {"counter": f"{name}_total", "histogram":
-                   f"{name}_bucket, {name}_sum, {name}_count"}.get(kind, name)
+        exposed = f"{name}_total" if kind == "counter" else name
+        shown_kind = "histogram (`_bucket`, `_sum`, `_count`)" if kind == "histogram" else kind
         shown_labels = ", ".join(f"`{label}`" for label in labels)
-        rows.append(f"| `{exposed}` | {kind} | {shown_labels} | {cell(help_text)} |")
+        rows.append(f"| `{exposed}` | {shown_kind} | {shown_labels} | {cell(help_text)} |")
     return "\n".join([
         "# Metrics", "",
         "Every series a beat's `/metrics` endpoint (setting `awa_beat_http_port`) can "
