@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import awa_beat
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,3 +79,14 @@ def test_the_api_reference_documents_every_public_name() -> None:
     if "awa_beat.errors" in directives:
         documented |= {name for name in awa_beat.__all__ if hasattr(errors, name)}
     assert sorted(set(awa_beat.__all__) - documented - {"__version__"}) == []
+
+
+def test_the_readme_renders_as_a_package_index_renders_it() -> None:
+    markdown = pytest.importorskip("readme_renderer.markdown")
+    pytest.importorskip("comrak", reason="readme-renderer[md]: the renderer PyPI uses")
+    page = markdown.render(README)
+    assert page is not None and "<h2" in page
+    hrefs = re.findall(r'(?:href|src)="([^"]+)"', page)
+    # The renderer adds anchors to its own headings; every other link leaves the page.
+    assert [h for h in hrefs if not h.startswith(("https://", "#user-content-"))] == []
+    assert "8&lt;" not in page and "8<--" not in page  # the site's section markers hidden
