@@ -672,6 +672,46 @@ def _parse_cached(expr: str) -> CronExpression:
     return CronExpression._build(expr)
 
 
+class _BothDays:
+    """The days on which two day rules both match: Celery's crontab, which requires the
+    day of the month *and* the day of the week, where cron requires either."""
+
+    __slots__ = ("_cache", "first", "months_mask", "second")
+
+    def __init__(self, first: _DayRule, second: _DayRule) -> None:
+        self.first = first
+        self.second = second
+        self.months_mask = first.months_mask & second.months_mask
+        self._cache: dict[int, tuple[int, ...]] = {}
+
+    def days(self, year: int, month: int) -> tuple[int, ...]:
+        key = year * 16 + month
+        cached = self._cache.get(key)
+        if cached is None:
+            theirs = set(self.second.days(year, month))
+            cached = tuple(d for d in self.first.days(year, month) if d in theirs)
+            if len(self._cache) > 50_000:
+                self._cache.clear()
+            self._cache[key] = cached
+        return cached
+
+
+def both_days(source: str, days: CronExpression, weekdays: CronExpression) -> CronExpression:
+    """An expression with the time of day of ``days`` that matches only the days both
+    ``days`` and ``weekdays`` match (AND, where cron ORs a restricted day of the month
+    with a restricted day of the week). ``source`` names it (its marker). Only
+    :meth:`CronExpression.next_fields` and what relies on it are meant for the result."""
+    parsed = object.__new__(CronExpression)
+    parsed.source = source
+    parsed._seconds, parsed._minutes, parsed._hours = days._seconds, days._minutes, days._hours
+    parsed._seconds_mask = days._seconds_mask
+    parsed._minutes_mask = days._minutes_mask
+    parsed._hours_mask = days._hours_mask
+    parsed._days_rule = _BothDays(days._days_rule, weekdays._days_rule)  # type: ignore[assignment]
+    parsed._never = days._never or weekdays._never
+    return parsed
+
+
 # -- time zones ------------------------------------------------------------------------------
 
 # zoneinfo lists these, but chrono-tz (Awa's zone database) does not know them.

@@ -15,6 +15,15 @@ schedule always converts to the same string, so a sync sees "unchanged")::
     @solar <event> <lat> <lon>          Celery's solar(event, lat, lon), in UTC
     @at <YYYY-MM-DDTHH:MM:SSZ> | runs=1 once, at that instant (calendars.at, clocked)
     @rrule DTSTART=<local time>[<offset>];FREQ=...;...   an RFC 5545 recurrence rule
+    @crontab <min> <hour> <dom> <month> <dow>[ dst=celery]   Celery's crontab (below)
+
+``@crontab`` is a Celery crontab no plain Awa expression can say: Celery fires on a day
+that matches the day of the month *and* the day of the week, cron on a day that matches
+either. Its fields are numbers, ranges and lists, as :func:`awa_beat.spec.crontab_to_cron`
+writes them; weekdays 0 (Sunday) to 6. Without ``dst=celery`` it steps like an Awa
+expression in its zone (a skipped wall time fires at the end of the gap, a repeated one
+in its first pass); with ``dst=celery`` every fire is the one Celery's own crontab object
+computes from the one before, gaps and folds included (see the README's DST policy).
 
 Any of them may end in `` | `` and bounds, in this order, each optional::
 
@@ -65,7 +74,7 @@ SOLAR_SEARCH_DAYS = 366
 #: Searches of SOLAR_SEARCH_DAYS each before a solar calendar says "no further fire".
 SOLAR_SEARCH_YEARS = 3
 
-_MARKER = re.compile(r"@(every|cron|solar|at|rrule) ")
+_MARKER = re.compile(r"@(every|cron|solar|at|rrule|crontab) ")
 _BOUND = re.compile(r"(start|end|runs)=(\S+)")
 _INSTANT = "%Y-%m-%dT%H:%M:%SZ"
 RUNS_PATTERN = re.compile(r" runs=([0-9]+)$")
@@ -490,6 +499,111 @@ def _rrule_calendar(text: str, zone: str) -> RRuleCalendar:
     return RRuleCalendar(rule)
 
 
+# -- crontab ---------------------------------------------------------------------------------
+
+#: The DST policies: ``awa`` (Awa's rule, the default) and ``celery`` (Celery's).
+DST_POLICIES = ("awa", "celery")
+_CRONTAB_FIELD = re.compile(r"\*|[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*")
+
+
+def crontab_marker(fields: tuple[str, str, str, str, str], dst: str = "awa") -> str:
+    """``@crontab`` of five field texts (as ``crontab_to_cron`` writes them)."""
+    tail = " dst=celery" if dst == "celery" else ""
+    return "@crontab " + " ".join(fields) + tail
+
+
+def _crontab_fields(rest: str) -> tuple[list[str], str]:
+    words = rest.split(" ")
+    dst = "awa"
+    if len(words) == 6 and words[5] == "dst=celery":
+        dst = "celery"
+        words = words[:5]
+    if len(words) != 5 or not all(_CRONTAB_FIELD.fullmatch(w) for w in words):
+        raise InvalidCronExpression(
+            f"@crontab {rest!r}: expected five fields of numbers, ranges and lists "
+            "(minute hour day-of-month month day-of-week), then optionally dst=celery")
+    return words, dst
+
+
+def crontab_calendar(rest: str, zone: str, base: Any) -> Any:
+    """The calendar of ``@crontab <fields>[ dst=celery]`` (``rest``) in ``zone``."""
+    (minute, hour, dom, month, dow), dst = _crontab_fields(rest)
+    if dst == "celery":
+        return CeleryCrontabCalendar(minute, hour, dom, month, dow, zone)
+    from .cron import both_days
+
+    # Two cached calendars of plain expressions lend their parts to a new one: the
+    # first its time of day and days of the month, the second its weekdays.
+    days = base(f"{minute} {hour} {dom} {month} *", zone)
+    weekdays = base(f"{minute} {hour} * {month} {dow}", zone)
+    return type(days)(both_days(f"@crontab {rest}", days.expr, weekdays.expr), days.tz)
+
+
+class CeleryCrontabCalendar:
+    """Celery's crontab in ``zone``, stepped by Celery's own object: each fire is the
+    previous one plus ``remaining_estimate`` asked at that instant, which is when
+    ``is_due`` first says due. Celery's wall-clock arithmetic decides gaps and folds."""
+
+    __slots__ = ("fields", "tab")
+
+    def __init__(self, minute: str, hour: str, dom: str, month: str, dow: str,
+                 zone: str) -> None:
+        from .cron import load_timezone
+
+        self.fields = (minute, hour, dom, month, dow, zone)
+        self.tab = _zoned_crontab()(minute=minute, hour=hour, day_of_month=dom,
+                                    month_of_year=month, day_of_week=dow)
+        self.tab.zone = load_timezone(zone)
+
+    def __repr__(self) -> str:
+        return f"CeleryCrontabCalendar{self.fields!r}"
+
+    def _after(self, second: int) -> int:
+        """The fire Celery computes after a run at epoch ``second``."""
+        last = _from_epoch(second).astimezone(self.tab.zone)
+        # The estimate is the fire minus the clock, and the clock reads the epoch.
+        return math.ceil(self.tab.remaining_estimate(last).total_seconds())
+
+    def next_from(self, start: datetime, *, inclusive: bool = True) -> datetime | None:
+        s = _epoch(start) + (0 if inclusive else 1)
+        t = s - 1
+        try:
+            for _ in range(4):
+                found = self._after(t)
+                if found >= s:
+                    return _from_epoch(found)
+                # Celery's arithmetic went back (a fold): it is due at once, so the next
+                # fire is computed from the start.
+                t = max(found, t) + 1
+        except (OverflowError, ValueError, RuntimeError):
+            return None  # past the year 9999, or a crontab Celery cannot roll over
+        return None
+
+
+_ZONED: list[Any] = []
+
+
+def _zoned_crontab() -> Any:
+    """A subclass of Celery's crontab with a zone of its own and a clock that reads the
+    epoch, so that no Celery app is needed (nor the current one's zone used), and the
+    object can be shared by threads."""
+    if not _ZONED:
+        from celery.schedules import crontab
+
+        class ZonedCrontab(crontab):  # type: ignore[misc]
+            zone: Any
+
+            @property
+            def tz(self) -> Any:
+                return self.zone
+
+            def now(self) -> datetime:
+                return _EPOCH
+
+        _ZONED.append(ZonedCrontab)
+    return _ZONED[0]
+
+
 # -- reading a marker ------------------------------------------------------------------------
 
 
@@ -520,6 +634,8 @@ def parse_marker(cron_expr: str, zone: str, base: Any) -> Any:
         calendar = AtCalendar(_epoch(_parse_instant(rest)))
     elif kind == "@rrule":
         calendar = _rrule_calendar(rest, zone)
+    elif kind == "@crontab":
+        calendar = crontab_calendar(rest, zone, base)
     else:
         raise InvalidCronExpression(f"unknown marker {kind!r}")
     if bounds.start is None and bounds.end is None:

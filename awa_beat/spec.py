@@ -103,6 +103,7 @@ from .markers import (
     at_marker,
     bounded,
     ceil_second,
+    crontab_marker,
     floor_second,
     instant_text,
     is_marker,
@@ -716,16 +717,17 @@ _FULL = {
     "month_of_year": set(range(1, 13)),
     "day_of_week": set(range(7)),
 }
-_WEEKS = {frozenset(range(1 + 7 * k, 8 + 7 * k)): k + 1 for k in range(4)}
+_WEEKS = {k + 1: frozenset(range(1 + 7 * k, min(8 + 7 * k, 32))) for k in range(5)}
 
 
-def to_cron_expression(schedule: Any) -> tuple[str, str | None]:
+def to_cron_expression(schedule: Any, dst: str = "awa") -> tuple[str, str | None]:
     """Convert a schedule to an expression for ``awa.cron_jobs.cron_expr``.
 
     Returns ``(expression, zone)``: ``zone`` is the time zone the row must have whatever
     the entry says (``UTC`` for intervals, solar and ``at``, the zone of an rrule's
     start), or None for the entry's own. Raises ScheduleError for what cannot be stored
-    without changing its calendar.
+    without changing its calendar. ``dst`` is a crontab's DST policy (``awa`` or
+    ``celery``, see :func:`crontab_to_cron`).
     """
     if isinstance(schedule, str):
         if is_marker(schedule):
@@ -745,9 +747,14 @@ def to_cron_expression(schedule: Any) -> tuple[str, str | None]:
         marker, zone = rrule_marker(schedule)
         return marker, zone or "UTC"
     if isinstance(schedule, cs.crontab):
-        expr = crontab_to_cron(schedule)
+        expr = crontab_to_cron(schedule, dst)
         # A conversion we cannot store must fail here, not later.
-        _matching(CronExpression.parse(expr), expr)
+        if is_marker(expr):
+            if not can_fire_from(calendar_for(expr, "UTC"), _EPOCH):
+                raise ScheduleError(f"{schedule!r} matches no date (such as 30 February): "
+                                    "it would never fire")
+        else:
+            _matching(CronExpression.parse(expr), expr)
         return expr, None
     if isinstance(schedule, cs.schedule) and type(schedule) is cs.schedule:
         return interval_expression(_interval_seconds(schedule.run_every)), "UTC"
@@ -897,26 +904,34 @@ def _interval_seconds(run_every: Any) -> int:
     return int(seconds)
 
 
-def crontab_to_cron(tab: Any) -> str:
-    """A Celery ``crontab`` as a 5-field Awa cron expression with the same calendar."""
+def crontab_to_cron(tab: Any, dst: str = "awa") -> str:
+    """A Celery ``crontab`` as what ``cron_expr`` stores for it: a 5-field Awa cron
+    expression with the same calendar where there is one (Awa fires it too), otherwise
+    the marker ``@crontab <fields>`` (see :mod:`awa_beat.markers`), which only awa-beat
+    fires. ``dst="celery"`` always gives the marker, with ``dst=celery``: Celery's rule
+    for skipped and repeated wall times, which Awa's evaluator does not follow."""
     fields = {name: set(getattr(tab, name)) for name in _FULL}
     text = {name: _field_text(values, _FULL[name]) for name, values in fields.items()}
-    dom_restricted = text["day_of_month"] != "*"
-    dow_restricted = text["day_of_week"] != "*"
-    if dom_restricted and dow_restricted:
-        week = _WEEKS.get(frozenset(fields["day_of_month"]))
-        if week is None:
-            raise ScheduleError(
-                f"day_of_month={tab._orig_day_of_month!r} with day_of_week="
-                f"{tab._orig_day_of_week!r} cannot be stored: Celery requires both to match, "
-                "cron fires when either matches, and only a day_of_month of 1-7, 8-14, 15-21 "
-                "or 22-28 with a day_of_week (the nth weekday of the month) has an exact cron "
-                "equivalent; split the entry or give an Awa cron expression string"
-            )
+    order = ("minute", "hour", "day_of_month", "month_of_year", "day_of_week")
+    if dst == "celery":
+        return crontab_marker(tuple(text[name] for name in order), "celery")  # type: ignore[arg-type]
+    if text["day_of_month"] != "*" and text["day_of_week"] != "*":
+        weeks = _weeks_of(fields["day_of_month"])
+        if weeks is None:
+            # Celery requires both the day of the month and the weekday; cron either.
+            return crontab_marker(tuple(text[name] for name in order))  # type: ignore[arg-type]
         text["day_of_month"] = "*"
-        text["day_of_week"] = ",".join(f"{d}#{week}" for d in sorted(fields["day_of_week"]))
-    return " ".join(text[name] for name in
-                    ("minute", "hour", "day_of_month", "month_of_year", "day_of_week"))
+        text["day_of_week"] = ",".join(f"{d}#{week}" for d in sorted(fields["day_of_week"])
+                                       for week in weeks)
+    return " ".join(text[name] for name in order)
+
+
+def _weeks_of(days: set[int]) -> list[int] | None:
+    """The ``n`` of ``d#n`` (the nth weekday d of the month: days 7n-6 to 7n, the 5th
+    the 29th to the 31st) whose blocks of days together are exactly ``days``, or None."""
+    weeks = [n for n, block in _WEEKS.items() if block <= days]
+    covered = set().union(*(_WEEKS[n] for n in weeks)) if weeks else set()
+    return weeks if covered == days else None
 
 
 def _field_text(values: set[int], full: set[int]) -> str:

@@ -45,14 +45,16 @@ def test_crontab_conversion(tab: crontab, expected: str) -> None:
     assert to_cron_expression(tab) == (expected, None)
 
 
-@pytest.mark.parametrize("tab", [
-    crontab(minute=0, hour=0, day_of_week="fri", day_of_month="13"),
-    crontab(minute=0, hour=0, day_of_week="mon", day_of_month="1-10"),
-    crontab(minute=0, hour=0, day_of_week="mon", day_of_month="*/2"),
+@pytest.mark.parametrize(("tab", "marker"), [
+    (crontab(minute=0, hour=0, day_of_week="fri", day_of_month="13"), "@crontab 0 0 13 * 5"),
+    (crontab(minute=0, hour=0, day_of_week="mon", day_of_month="1-10"),
+     "@crontab 0 0 1-10 * 1"),
+    (crontab(minute=0, hour=0, day_of_week="mon", day_of_month="*/2"),
+     "@crontab 0 0 1,3,5,7,9,11,13,15,17,19,21,23,25,27,29,31 * 1"),
 ])
-def test_crontab_with_no_cron_equivalent_is_rejected(tab: crontab) -> None:
-    with pytest.raises(ScheduleError, match="Celery requires both to match"):
-        to_cron_expression(tab)
+def test_crontab_with_no_cron_equivalent_is_a_marker(tab: crontab, marker: str) -> None:
+    """Celery requires both day fields, cron either: only awa-beat fires these."""
+    assert to_cron_expression(tab) == (marker, None)
 
 
 @pytest.mark.parametrize(("value", "expected"), [
@@ -204,7 +206,7 @@ def test_every_problem_of_every_entry_is_reported_at_once() -> None:
         "kombu-queue": _entry(options={"queue": Queue("q")}),
         "nan": _entry(args=[float("nan")]),
         "unknown-key": _entry(scheduel=5),
-        "and-or": _entry(schedule=crontab(day_of_week="fri", day_of_month="13")),
+        "never": _entry(schedule="0 0 30 2 *"),
         "bad-dispatch": _entry(options={"awa_beat": {"dispatch": "kafka"}}),
     }
     with pytest.raises(ValidationError) as info:
@@ -229,7 +231,7 @@ def test_every_problem_of_every_entry_is_reported_at_once() -> None:
         ("kombu-queue", "options.queue"),
         ("nan", "args"),
         ("unknown-key", "scheduel"),
-        ("and-or", "schedule"),
+        ("never", "schedule"),
         ("bad-dispatch", "options.awa_beat.dispatch"),
     }
     text = str(info.value)

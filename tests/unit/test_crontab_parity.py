@@ -1,0 +1,180 @@
+"""Every crontab Celery accepts is stored, and fires when Celery's own crontab object says
+it is due, to the second (issue 40): Celery ANDs the day of the month with the day of the
+week, cron ORs them, so what no plain Awa expression says is stored as ``@crontab``.
+
+Celery is the judge: its crontab, in an app of the row's zone, is stepped from each fire
+to the next with ``remaining_estimate`` asked at the fire, and ``is_due`` must say "not
+yet" one second before each fire and "due" at it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from celery import Celery
+from celery.schedules import crontab
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from awa_beat.cron import CronExpression
+from awa_beat.errors import InvalidCronExpression
+from awa_beat.fire_times import calendar_for, fires_between
+from awa_beat.markers import is_marker
+from awa_beat.spec import to_cron_expression
+
+UTC = timezone.utc
+YEAR_START = datetime(2027, 1, 1, tzinfo=UTC)
+YEAR_END = datetime(2028, 1, 1, tzinfo=UTC)
+_APPS: dict[str, Celery] = {}
+
+
+def celery_tab(zone: str, **fields: object) -> tuple[crontab, list[datetime]]:
+    """Celery's crontab in an app of ``zone``, and the clock it reads (settable)."""
+    app = _APPS.get(zone)
+    if app is None:
+        app = _APPS[zone] = Celery(set_as_current=False)
+        app.conf.timezone = zone
+        app.conf.enable_utc = True
+    clock = [YEAR_START]
+    return crontab(app=app, nowfun=lambda: clock[0], **fields), clock  # type: ignore[arg-type]
+
+
+def celery_fires(tab: crontab, clock: list[datetime], start: datetime, until: datetime,
+                 limit: int) -> list[datetime]:
+    """Celery's fires after a run at ``start``, each computed from the one before, each
+    checked against ``is_due`` a second before and at the instant."""
+    fires: list[datetime] = []
+    last = start
+    while len(fires) < limit:
+        clock[0] = last
+        fire = (last + tab.remaining_estimate(last)).astimezone(UTC)
+        if fire > until:
+            break
+        clock[0] = fire - timedelta(seconds=1)
+        assert not tab.is_due(last).is_due, (tab, last, fire)
+        clock[0] = fire
+        assert tab.is_due(last).is_due, (tab, last, fire)
+        fires.append(fire)
+        last = fire
+    return fires
+
+
+def ours(expr: str, zone: str, start: datetime, until: datetime, limit: int
+         ) -> list[datetime]:
+    return fires_between(calendar_for(expr, zone), start, until, limit)
+
+
+# -- every field form Celery reads -------------------------------------------------------------
+
+def _field(lo: int, hi: int, names: tuple[str, ...] = ()) -> st.SearchStrategy[str]:
+    number = st.integers(lo, hi)
+    forms = [
+        st.just("*"),
+        number.map(str),
+        st.integers(2, max(2, (hi - lo) // 2)).map(lambda k: f"*/{k}"),
+        st.tuples(number, number).map(lambda p: f"{min(p)}-{max(p)}"),
+        st.tuples(number, number, st.integers(1, 5)).map(
+            lambda p: f"{min(p[:2])}-{max(p[:2])}/{p[2]}"),
+        st.lists(number, min_size=1, max_size=4, unique=True).map(
+            lambda v: ",".join(map(str, v))),
+    ]
+    if names:
+        name = st.sampled_from(names)
+        forms += [name, st.tuples(name, name).map(lambda p: f"{p[0]}-{p[1]}"),
+                  st.lists(name, min_size=1, max_size=3, unique=True).map(",".join)]
+    return st.one_of(*forms)
+
+
+_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+crontabs = st.fixed_dictionaries({
+    "minute": _field(0, 59),
+    "hour": _field(0, 23),
+    "day_of_month": _field(1, 31),
+    "month_of_year": _field(1, 12),
+    "day_of_week": _field(0, 6, _DAYS),
+})
+
+
+def _accepted(fields: dict[str, str]) -> crontab:
+    try:
+        return crontab(**fields)  # type: ignore[arg-type]
+    except ValueError:
+        assume(False)  # Celery refuses it: nothing to match
+        raise
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fields=crontabs, zone=st.sampled_from(["UTC", "Asia/Tokyo", "Asia/Kolkata"]),
+       dst=st.sampled_from(["awa", "celery"]))
+def test_every_crontab_celery_accepts_fires_when_celery_does(
+        fields: dict[str, str], zone: str, dst: str) -> None:
+    """In zones without DST both policies are Celery's calendar, to the second."""
+    expr, row_zone = to_cron_expression(_accepted(fields), dst)
+    assert row_zone is None
+    tab, clock = celery_tab(zone, **fields)
+    theirs = celery_fires(tab, clock, YEAR_START, YEAR_END, 60)
+    assert ours(expr, zone, YEAR_START, YEAR_END, 60) == theirs, (fields, expr)
+
+
+@settings(max_examples=150, deadline=None)
+@given(fields=crontabs)
+def test_plain_expressions_are_kept_and_markers_only_where_there_is_none(
+        fields: dict[str, str]) -> None:
+    """A crontab stores a plain Awa expression (which Awa's parser reads, so an Awa leader
+    fires it too) unless both day fields are restricted and the days of the month are not
+    whole weeks of the month; the marker is one Awa's parser refuses."""
+    tab = _accepted(fields)
+    expr, _ = to_cron_expression(tab)
+    full_days = set(tab.day_of_month) >= set(range(1, 32))
+    full_weekdays = set(tab.day_of_week) >= set(range(7))
+    weeks = [set(range(1 + 7 * k, min(8 + 7 * k, 32))) for k in range(5)]
+    whole_weeks = set(tab.day_of_month) == set().union(
+        *(w for w in weeks if w <= set(tab.day_of_month)))
+    if full_days or full_weekdays or whole_weeks:
+        CronExpression.parse(expr)
+        assert not is_marker(expr)
+    else:
+        assert expr.startswith("@crontab ")
+        with pytest.raises(InvalidCronExpression):
+            CronExpression.parse(expr)
+
+
+# -- the refused ones of the issue ---------------------------------------------------------------
+
+ISSUE = [
+    ({"day_of_month": "1", "day_of_week": "mon"}, "@crontab 0 0 1 * 1"),
+    ({"day_of_month": "1,8,15,22", "day_of_week": "mon"}, "@crontab 0 0 1,8,15,22 * 1"),
+    ({"day_of_month": "*/3", "day_of_week": "mon"}, None),
+    ({"day_of_month": "13", "day_of_week": "mon-fri"}, "@crontab 0 0 13 * 1-5"),
+    ({"day_of_month": "25-31", "day_of_week": "mon"}, "@crontab 0 0 25-31 * 1"),
+    ({"day_of_month": "13", "day_of_week": "fri"}, "@crontab 0 0 13 * 5"),
+    # Unions of whole weeks of the month are the nth weekdays: plain Awa expressions.
+    ({"day_of_month": "1-14", "day_of_week": "mon"}, "0 0 * * 1#1,1#2"),
+    ({"day_of_month": "29-31", "day_of_week": "fri"}, "0 0 * * 5#5"),
+    ({"day_of_month": "1-7,22-31", "day_of_week": "sat,sun"},
+     "0 0 * * 0#1,0#4,0#5,6#1,6#4,6#5"),
+    ({"day_of_month": "8-14", "day_of_week": "mon,wed"}, "0 0 * * 1#2,3#2"),
+]
+
+
+@pytest.mark.parametrize(("days", "stored"), ISSUE)
+def test_the_issues_crontabs_are_stored_and_fire_as_celerys(
+        days: dict[str, str], stored: str | None) -> None:
+    fields = {"minute": "0", "hour": "0", **days}
+    expr, _ = to_cron_expression(crontab(**fields))  # type: ignore[arg-type]
+    if stored is not None:
+        assert expr == stored
+    tab, clock = celery_tab("Europe/Paris", **fields)
+    # Midnight in Paris is never skipped nor repeated: Awa's rule and Celery's agree.
+    assert ours(expr, "Europe/Paris", YEAR_START, YEAR_END, 400) == \
+        celery_fires(tab, clock, YEAR_START, YEAR_END, 400)
+
+
+def test_a_marker_bounds_and_reads_back() -> None:
+    expr, _ = to_cron_expression(crontab(minute=0, hour=9, day_of_month=13, day_of_week=5))
+    assert calendar_for(expr + " | runs=3", "UTC").next_from(YEAR_START) == \
+        datetime(2027, 8, 13, 9, tzinfo=UTC)
+    for bad in ("@crontab 0 9 13 * 5 dst=maybe", "@crontab 0 9 13 *", "@crontab 0 9 1L * 5"):
+        with pytest.raises(InvalidCronExpression):
+            calendar_for(bad, "UTC")
