@@ -86,16 +86,17 @@ def celery_schedule(expr: str, zone: str, *, app_timezone: str | None = None) ->
     if seconds is not None:
         return Converted(f"schedule({_timedelta_code(seconds)})", _INTERVAL_NOTE,
                          frozenset({"schedule"}))
-    if is_marker(expr):
+    tab: dict[str, str] | str | None = _crontab_marker_args(expr)
+    if tab is None and is_marker(expr):
         return _marker_schedule(expr)
-    try:
-        parsed = CronExpression.parse(expr)
-    except ScheduleError as exc:
-        return left_out(f"its expression {expr!r} is not valid: {exc}")
-    if parsed.never_fires:  # Celery 5.7 refuses such a crontab at import time
-        return left_out(f"the Awa cron expression {expr!r} never fires: no day matches it")
-    fields = parsed.fields()
-    tab = crontab_fields(fields)
+    if tab is None:
+        try:
+            parsed = CronExpression.parse(expr)
+        except ScheduleError as exc:
+            return left_out(f"its expression {expr!r} is not valid: {exc}")
+        if parsed.never_fires:  # Celery 5.7 refuses such a crontab at import time
+            return left_out(f"the Awa cron expression {expr!r} never fires: no day matches it")
+        tab = crontab_fields(parsed.fields())
     if isinstance(tab, str):
         return left_out(f"the Awa cron expression {expr!r} {tab}")
     args = ", ".join(f"{key}={value!r}" for key, value in tab.items())
@@ -122,6 +123,16 @@ def _marker_schedule(expr: str) -> Converted:
         return left_out("it is an rrule, which stock Celery does not have (RedBeat's "
                         "redbeat.schedules.rrule runs it, under RedBeat's scheduler)")
     return left_out(f"{expr!r} is no schedule Celery has")
+
+
+def _crontab_marker_args(expr: str) -> dict[str, str] | None:
+    """The crontab arguments of ``@crontab <fields>[ dst=celery]`` (no bounds), which is
+    Celery's own crontab as stored, or None for another expression."""
+    if not expr.startswith("@crontab ") or " | " in expr:
+        return None
+    words = expr.split(" ")[1:6]
+    names = ("minute", "hour", "day_of_month", "month_of_year", "day_of_week")
+    return {key: value for key, value in zip(names, words, strict=True) if value != "*"}
 
 
 def crontab_fields(fields: CronFields) -> dict[str, str] | str:

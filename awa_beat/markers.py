@@ -590,7 +590,7 @@ def _zoned_crontab() -> Any:
     if not _ZONED:
         from celery.schedules import crontab
 
-        class ZonedCrontab(crontab):  # type: ignore[misc]
+        class ZonedCrontab(crontab):
             zone: Any
 
             @property

@@ -178,3 +178,15 @@ def test_a_marker_bounds_and_reads_back() -> None:
     for bad in ("@crontab 0 9 13 * 5 dst=maybe", "@crontab 0 9 13 *", "@crontab 0 9 1L * 5"):
         with pytest.raises(InvalidCronExpression):
             calendar_for(bad, "UTC")
+
+
+@pytest.mark.parametrize("dst", ["awa", "celery"])
+def test_export_gives_the_stored_crontab_back(dst: str) -> None:
+    from awa_beat.exporting import celery_schedule
+
+    tab = crontab(minute=0, hour=9, day_of_month="13", day_of_week="fri")
+    expr, _ = to_cron_expression(tab, dst)
+    code = celery_schedule(expr, "UTC", app_timezone="UTC").code
+    back = eval(str(code), {"crontab": crontab})
+    for name in ("minute", "hour", "day_of_month", "month_of_year", "day_of_week"):
+        assert getattr(back, name) == getattr(tab, name)
