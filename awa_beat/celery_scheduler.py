@@ -121,7 +121,7 @@ class Scheduler(beat.Scheduler):
         specs = specs_from_beat_schedule(
             configured_entries(self.app, settings),
             default_timezone=settings.default_timezone,
-            default_dispatch=settings.dispatch or "awa")
+            default_dispatch=settings.dispatch or "awa", default_dst=settings.dst)
         if self.database_url is None:
             self.database_url = resolve_database_url(None)
             event(logger, logging.WARNING, "beat.embedded",

@@ -140,6 +140,10 @@ class Settings:
     """A worker never runs a fire whose task already started (every schedule's)."""
     outcome_retention: float = 30.0
     """Days outcomes and skipped or coalesced occurrences are kept."""
+    dst: str = "awa"
+    """Whose rule a crontab follows in a skipped or repeated wall hour: ``awa`` (Awa's,
+    which an Awa leader sharing the table also fires) or ``celery`` (Celery's, stored as
+    a marker only awa-beat fires). An entry's ``options["awa_beat"]["dst"]`` wins."""
 
     @classmethod
     def from_app(cls, conf: Any, environ: Mapping[str, str] | None = None,
@@ -195,6 +199,7 @@ class Settings:
             outcome_retention=_number(get("outcome_retention"), "outcome_retention", float,
                                       defaults.outcome_retention, minimum=0.01,
                                       maximum=36_500),
+            dst=_choice(get("dst"), "dst", ("awa", "celery")) or defaults.dst,
         )
 
 

@@ -724,7 +724,7 @@ class Operations:
         # A write made now: a schedule with no fire from now on is refused.
         specs = specs_from_beat_schedule(entries, default_timezone=settings.default_timezone,
                                          default_dispatch=settings.dispatch or "awa",
-                                         now=self.clock())
+                                         default_dst=settings.dst, now=self.clock())
         celery = [s.name for s in specs if s.dispatch == "celery"]
         if celery and self.store.awa_owned:
             raise celery_dispatch_refused(celery, "dispatch them to Awa workers "

@@ -99,6 +99,7 @@ from .fire_times import (
     parse_iso,
 )
 from .markers import (
+    DST_POLICIES,
     Bounds,
     at_marker,
     bounded,
@@ -116,7 +117,7 @@ from .markers import (
 AWA_BEAT_OPTION = "awa_beat"
 _AWA_KEYS = {"timezone", "missed_fire_policy", "queue", "priority", "max_attempts", "tags",
              "metadata", "dispatch", "metrics", "start_time", "end_time", "max_runs",
-             "one_off", "overlap", "max_runtime", "deadline", "at_most_once"}
+             "one_off", "overlap", "max_runtime", "deadline", "at_most_once", "dst"}
 AWA_BEAT_KEYS = frozenset(_AWA_KEYS)
 #: The settings of ``options["awa_beat"]`` that are a schedule's bounds: stored in its
 #: marker, given back by ``operations.beat_entry`` as these keys.
@@ -253,6 +254,7 @@ class _Problems:
 def specs_from_beat_schedule(
     beat_schedule: Mapping[str, Any], *, default_timezone: str = "UTC",
     default_dispatch: str = "awa", now: datetime | None = None,
+    default_dst: str = "awa",
 ) -> list[ScheduleSpec]:
     """Validate every entry of a Celery ``beat_schedule`` and convert it.
 
@@ -262,6 +264,7 @@ def specs_from_beat_schedule(
     A schedule that can never fire is refused: one whose calendar has no time at all
     (``0 0 30 2 *``, an rrule with ``COUNT=0``) always; with ``now`` (a write made now),
     also one with no fire from now on (an ``end_time`` or an ``at()`` already past).
+    ``default_dst`` is the DST policy of crontabs whose entry gives none (``awa_beat_dst``).
     """
     problems = _Problems()
     specs = []
@@ -283,7 +286,7 @@ def specs_from_beat_schedule(
                 spec = _like(template, name, entry, problems)
             else:
                 spec = _convert(name, entry, default_timezone, default_dispatch, problems,
-                                now)
+                                now, default_dst)
                 if spec is not None and shape is not None:
                     shapes[shape] = spec
             if spec is not None:
@@ -416,7 +419,8 @@ def _checked_mapping(label: str, field_: str, value: Any, problems: _Problems,
 
 
 def _convert(name: Any, entry: Any, default_tz: str, default_dispatch: str,
-             problems: _Problems, now: datetime | None = None) -> ScheduleSpec | None:
+             problems: _Problems, now: datetime | None = None,
+             default_dst: str = "awa") -> ScheduleSpec | None:
     before = len(problems.items)
     label = _checked_name(name, problems)
     # type() first: a large beat_schedule is plain dicts and lists, and an isinstance
@@ -470,8 +474,9 @@ def _convert(name: Any, entry: Any, default_tz: str, default_dispatch: str,
     cron_expr = None
     schedule = entry.get("schedule")
     bounds = _bounds(label, awa, schedule, problems)
+    dst = _dst(label, awa, schedule, default_dst, problems)
     try:
-        cron_expr, zone = to_cron_expression(schedule)
+        cron_expr, zone = to_cron_expression(schedule, dst)
         if zone is not None:
             tz = zone
         if not is_at(schedule):  # at() carries its one run already
@@ -546,6 +551,30 @@ def _convert(name: Any, entry: Any, default_tz: str, default_dispatch: str,
         metadata=dict(metadata) if metadata else _EMPTY, dispatch=dispatch, metrics=metrics,
         outcomes=outcomes or _EMPTY,
     )
+
+
+def _dst(label: str, awa: Mapping[str, Any], schedule: Any, default: str,
+         problems: _Problems) -> str:
+    """``options["awa_beat"]["dst"]``, else ``default``: whose rule a crontab follows in
+    a skipped or repeated wall hour (only a crontab has one of Celery's)."""
+    dst = awa.get("dst", default)
+    if dst not in DST_POLICIES:
+        problems.add(label, "options.awa_beat.dst",
+                     f"{dst!r} is not a DST policy; use 'awa' (Awa's rule) or 'celery'")
+        return "awa"
+    if "dst" in awa and dst == "celery" and not _is_crontab(schedule):
+        problems.add(label, "options.awa_beat.dst",
+                     "'celery' applies to a crontab schedule only (other schedules follow "
+                     "their own rule)")
+    return str(dst)
+
+
+def _is_crontab(schedule: Any) -> bool:
+    if isinstance(schedule, str):
+        return schedule.startswith("@crontab ")
+    from celery import schedules as cs
+
+    return isinstance(schedule, cs.crontab)
 
 
 def _outcome_options(label: str, awa: Mapping[str, Any], options: Mapping[str, Any],

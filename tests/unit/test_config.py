@@ -24,6 +24,8 @@ def test_defaults() -> None:
             s.deployment) == (None, DEFAULT_LOCK_KEY, 60.0, 30.0, 1.0, 1000, "UTC", None,
                               "default")
     assert int.from_bytes(b"AWA_BEAT", "big") == DEFAULT_LOCK_KEY
+    assert s.dst == "awa"  # Awa's rule: what an Awa leader sharing the table fires too
+    assert Settings.from_app({"awa_beat_dst": "celery"}, environ={}).dst == "celery"
 
 
 def test_the_apps_configuration_wins_over_the_environment() -> None:
@@ -42,6 +44,7 @@ def test_the_apps_configuration_wins_over_the_environment() -> None:
     ("awa_beat_lock_key", 2**63, "at most"),
     ("awa_beat_lock_key", AWA_MAIN_LOCK_KEY, "Awa's own lock key"),
     ("awa_beat_dispatch", "rq", "use one of celery, awa"),
+    ("awa_beat_dst", "cron", "awa_beat_dst is 'cron'; use one of awa, celery"),
     ("awa_beat_database_url", "postgresql://u:p@h:notaport/db x=", "malformed"),
     ("awa_beat_election_interval", "nan", "awa_beat_election_interval is 'nan'; .* finite"),
     ("awa_beat_lock_timeout", float("nan"), "awa_beat_lock_timeout is nan; .* finite"),

@@ -9,7 +9,7 @@ yet" one second before each fire and "due" at it.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 
 import pytest
 from celery import Celery
@@ -190,3 +190,129 @@ def test_export_gives_the_stored_crontab_back(dst: str) -> None:
     back = eval(str(code), {"crontab": crontab})
     for name in ("minute", "hour", "day_of_month", "month_of_year", "day_of_week"):
         assert getattr(back, name) == getattr(tab, name)
+
+
+# -- DST: Awa's rule (the default) and Celery's (dst=celery) -----------------------------------
+
+DST_ZONES = [("Europe/London", 2027), ("America/New_York", 2027),
+             ("Australia/Lord_Howe", 2027),  # a half-hour shift
+             ("Pacific/Apia", 2011)]  # 2011-12-30 did not happen there
+DST_CRONTABS = [
+    {"minute": "17"}, {"minute": "30", "hour": "2"}, {"minute": "*/20", "hour": "1-3"},
+    {"minute": "45", "hour": "1"}, {"minute": "0", "hour": "9"}, {"minute": "15", "hour": "2"},
+    {"minute": "30", "hour": "2", "day_of_month": "1-7", "day_of_week": "sun"},
+    {"minute": "0", "hour": "2,3", "day_of_month": "*/2", "day_of_week": "sun,fri,sat"},
+]
+
+
+def transitions(zone: str, year: int) -> list[datetime]:
+    """The instants (UTC, to the hour before) at which ``zone``'s offset changes."""
+    from zoneinfo import ZoneInfo
+
+    tz = ZoneInfo(zone)
+    t = datetime(year, 1, 1, tzinfo=UTC)
+    found, offset = [], t.astimezone(tz).utcoffset()
+    while t.year == year:
+        t += timedelta(minutes=30)
+        now = t.astimezone(tz).utcoffset()
+        if now != offset:
+            found.append(t - timedelta(hours=1))
+            offset = now
+    return found
+
+
+def _around(zone: str, year: int) -> list[tuple[datetime, datetime]]:
+    found = transitions(zone, year)
+    assert found, zone
+    return [(t - timedelta(days=2), t + timedelta(days=2)) for t in found]
+
+
+@pytest.mark.parametrize(("zone", "year"), DST_ZONES)
+@pytest.mark.parametrize("fields", DST_CRONTABS, ids=str)
+def test_dst_celery_fires_as_celery_in_gaps_and_folds(zone: str, year: int,
+                                                      fields: dict[str, str]) -> None:
+    expr, _ = to_cron_expression(crontab(**fields), "celery")  # type: ignore[arg-type]
+    assert expr.endswith(" dst=celery")
+    for start, until in _around(zone, year):
+        tab, clock = celery_tab(zone, **fields)
+        assert ours(expr, zone, start, until, 500) == \
+            celery_fires(tab, clock, start, until, 500), (zone, fields, start)
+
+
+@pytest.mark.parametrize(("zone", "year"), DST_ZONES)
+@pytest.mark.parametrize("fields", DST_CRONTABS, ids=str)
+def test_dst_awa_is_awas_rule_and_differs_from_celery_only_at_transitions(
+        zone: str, year: int, fields: dict[str, str]) -> None:
+    """The default: a plain expression is Awa's own evaluator; an @crontab steps by the
+    same rule, on the days both day fields match."""
+    expr, _ = to_cron_expression(crontab(**fields))  # type: ignore[arg-type]
+    tab = crontab(**fields)  # type: ignore[arg-type]
+    plain = " ".join([fields.get("minute", "*"), fields.get("hour", "*"),
+                      fields.get("day_of_month", "*"), "*", "*"])
+    for start, until in _around(zone, year):
+        awa = ours(expr, zone, start, until, 500)
+        if is_marker(expr):
+            from zoneinfo import ZoneInfo
+
+            evaluator = [f for f in ours(plain, zone, start, until, 500)
+                         if f.astimezone(ZoneInfo(zone)).isoweekday() % 7 in tab.day_of_week]
+            assert awa == evaluator
+        else:
+            CronExpression.parse(expr)  # Awa's own: what an Awa leader fires, too
+        celery_side, clock = celery_tab(zone, **fields)
+        theirs = celery_fires(celery_side, clock, start, until, 500)
+        changes = transitions(zone, year)
+        for fire in set(awa) ^ set(theirs):
+            if zone == "Pacific/Apia" and fire.date() >= date(2011, 12, 30) and \
+                    fire not in awa and (not awa or max(awa) < fire):
+                # A skipped wall time more than an hour from the end of its gap ends
+                # Awa's search: a schedule due in the lost day stalls, as Awa's does.
+                continue
+            assert min(abs(fire - c) for c in changes) <= timedelta(hours=3), (zone, fire)
+
+
+@pytest.mark.parametrize(("zone", "fields", "start", "awa", "celery"), [
+    # Clocks go 01:00 -> 02:00: Awa fires the skipped 01:17 at the end of the gap too.
+    ("Europe/London", {"minute": "17"}, datetime(2027, 3, 28, 0, 30),
+     ["01:00", "01:17", "02:17"], ["01:17", "02:17", "03:17"]),
+    # 02:00 EST -> 03:00 EDT: the skipped 02:30 is at 03:00 EDT for Awa, 03:30 for Celery.
+    ("America/New_York", {"minute": "30", "hour": "2"}, datetime(2027, 3, 14, 0, 0),
+     ["07:00"], ["07:30"]),
+    # 02:00 -> 02:30 (+10:30 -> +11): the skipped 02:15 is 02:30 for Awa, 02:45 for Celery.
+    ("Australia/Lord_Howe", {"minute": "15", "hour": "2"}, datetime(2027, 10, 2, 12, 0),
+     ["15:30"], ["15:45"]),
+])
+def test_the_readmes_examples(zone: str, fields: dict[str, str], start: datetime,
+                              awa: list[str], celery: list[str]) -> None:
+    start = start.replace(tzinfo=UTC)
+    for dst, expected in (("awa", awa), ("celery", celery)):
+        expr, _ = to_cron_expression(crontab(**fields), dst)  # type: ignore[arg-type]
+        got = ours(expr, zone, start, start + timedelta(hours=12), len(expected))
+        assert [f.strftime("%H:%M") for f in got] == expected, (zone, dst)
+
+
+def test_the_dst_setting_and_the_entrys_option() -> None:
+    from awa_beat.errors import ValidationError
+    from awa_beat.spec import specs_from_beat_schedule
+
+    hourly = crontab(minute=17)
+    entries = {"default": {"task": "t", "schedule": hourly},
+               "own": {"task": "t", "schedule": hourly,
+                       "options": {"awa_beat": {"dst": "celery"}}},
+               "back": {"task": "t", "schedule": hourly,
+                        "options": {"awa_beat": {"dst": "awa"}}}}
+    stored = {s.name: s.cron_expr for s in specs_from_beat_schedule(entries)}
+    assert stored == {"default": "17 * * * *", "own": "@crontab 17 * * * * dst=celery",
+                      "back": "17 * * * *"}
+    stored = {s.name: s.cron_expr
+              for s in specs_from_beat_schedule(entries, default_dst="celery")}
+    assert stored == {"default": "@crontab 17 * * * * dst=celery",
+                      "own": "@crontab 17 * * * * dst=celery", "back": "17 * * * *"}
+    with pytest.raises(ValidationError) as info:
+        specs_from_beat_schedule({
+            "interval": {"task": "t", "schedule": 60,
+                         "options": {"awa_beat": {"dst": "celery"}}},
+            "typo": {"task": "t", "schedule": hourly, "options": {"awa_beat": {"dst": "Celery"}}},
+        })
+    assert {(name, f) for name, f, _ in info.value.problems} == {
+        ("interval", "options.awa_beat.dst"), ("typo", "options.awa_beat.dst")}
