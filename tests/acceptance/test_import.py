@@ -132,9 +132,9 @@ def django_url(databases: TempDatabases) -> str:
 
 
 CARRIED = {"every-10s", "paris-report", "first-monday", "disabled", "started", "sunrise",
-           "clocked", "one-off", "later", "expiring", "clocked-missed", "ran-once"}
+           "clocked", "one-off", "later", "expiring", "clocked-missed", "ran-once",
+           "dom-and-dow"}
 LEFT_OUT = {
-    "dom-and-dow": "day_of_month='10,20' with day_of_week='1' cannot be stored",
     "sunday-seven": "has a 7: Celery's crontab rejects it",
     "half-second": "interval of 0.5 s is too short",
     "celery.backend_cleanup": "built-in result-backend cleanup",
@@ -165,6 +165,8 @@ def test_django_celery_beat_rows_cursors_pause_and_options(django_url: str, db_u
         "queue": "reports", "exchange": "ex", "routing_key": "rk", "priority": 5,
         "expires": 3600, "headers": {"tenant": "acme", "periodic_task_name": "paris-report"}}
     assert rows["first-monday"]["cron_expr"] == "0 9 * * 1#1"
+    # Celery ANDs the two day fields: a Monday that is the 10th or the 20th.
+    assert rows["dom-and-dow"]["cron_expr"] == "@crontab 0 9 10,20 * 1"
     disabled = rows["disabled"]
     assert disabled["paused_at"] is not None
     assert disabled["paused_by"] == "import: disabled in django-celery-beat"
@@ -366,15 +368,16 @@ def test_celerybeat_schedule_file(tmp_path: Path, store: Store, db_url: str) -> 
         "every-90s": ({"task": "t.slow", "schedule": 90.0, "args": (1, 2)}, LAST),
         "naive": ({"task": "t.naive", "schedule": crontab(minute=5)},
                   datetime(2026, 1, 5, 13, 5)),  # naive: local time in the file's zone
-        "dom-and-dow": ({"task": "t.bad", "schedule": crontab(day_of_month=3, day_of_week=2)},
-                  LAST),
+        "dom-and-dow": ({"task": "t.dd", "schedule": crontab(day_of_month=3, day_of_week=2)},
+                        LAST),
         "celery.backend_cleanup": ({"task": "celery.backend_cleanup",
                                     "schedule": crontab(minute=0, hour=4)}, LAST),
     }, zone="Europe/Paris", enable_utc=False)
     out = imported(db_url, "--from-file", str(path))
-    assert set(not_carried(out)) == {"dom-and-dow", "celery.backend_cleanup"}
+    assert set(not_carried(out)) == {"celery.backend_cleanup"}
     rows = stored(db_url)
-    assert set(rows) == {"hourly", "every-90s", "naive"}
+    assert set(rows) == {"hourly", "every-90s", "naive", "dom-and-dow"}
+    assert rows["dom-and-dow"]["cron_expr"] == "@crontab * * 3 * 2"
     assert rows["hourly"]["timezone"] == "Europe/Paris"  # the file's (the app's) zone
     assert rows["hourly"]["last_enqueued_at"] == LAST.replace(microsecond=0)
     assert rows["hourly"]["metadata"]["celery"]["options"] == {"queue": "hours"}

@@ -81,7 +81,7 @@ def test_add_reads_the_entry_as_beat_does_with_the_apps_settings(schedules: Sche
 
 def test_a_bad_entry_raises_the_same_validation_error_as_beat_schedule_and_writes_nothing(
         schedules: Schedules, conn) -> None:
-    entry = {"task": "", "schedule": crontab(day_of_month="10", day_of_week="1"),
+    entry = {"task": "", "schedule": "0 0 30 2 *",
              "options": {"awa_beat": {"priority": 9}}}
     with pytest.raises(ValidationError) as from_config:
         specs_from_beat_schedule({"bad": entry}, default_timezone="Europe/Paris")

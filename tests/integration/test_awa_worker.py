@@ -83,6 +83,7 @@ MARKERS = [
     "@cron * * * * * * | start=2020-01-01T00:00:00Z end=2099-01-01T00:00:00Z",
     "@solar sunrise 51.5 -0.12", "@at 2026-01-05T09:00:01Z | runs=1",
     "@rrule DTSTART=20260101T000000+0000;FREQ=SECONDLY",
+    "@crontab * * 1-31 * 0-6", "@crontab * * * * * dst=celery",
 ]
 
 
