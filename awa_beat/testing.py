@@ -80,6 +80,42 @@ def terminate(procs: Iterable[subprocess.Popen[Any]], timeout: float = 15.0) -> 
             proc.wait()
 
 
+_CELERY_APPS: dict[str, Any] = {}  # by zone: an app's configuration is read once
+
+
+def celery_crontab_fires(fields: dict[str, Any], zone: str, start: datetime,
+                         until: datetime, limit: int, *, check_due: bool = False
+                         ) -> list[datetime]:
+    """The fires of Celery's own ``crontab(**fields)`` in an app of ``zone`` after a run
+    at ``start``, up to ``until`` and at most ``limit``, in UTC: each is the one before
+    plus ``remaining_estimate`` asked at it, when ``is_due`` first says due. With
+    ``check_due``, ``is_due`` is asked a second before each fire and at it."""
+    from celery import Celery
+    from celery.schedules import crontab
+
+    app = _CELERY_APPS.get(zone)
+    if app is None:
+        app = _CELERY_APPS[zone] = Celery(set_as_current=False)
+        app.conf.timezone = zone
+    clock = [start]
+    tab = crontab(app=app, nowfun=lambda: clock[0], **fields)
+    fires: list[datetime] = []
+    last = start
+    while len(fires) < limit:
+        clock[0] = last
+        fire = (last + tab.remaining_estimate(last)).astimezone(timezone.utc)
+        if fire > until:
+            break
+        if check_due:
+            clock[0] = fire - timedelta(seconds=1)
+            assert not tab.is_due(last).is_due, (tab, last, fire)
+            clock[0] = fire
+            assert tab.is_due(last).is_due, (tab, last, fire)
+        fires.append(fire)
+        last = fire
+    return fires
+
+
 class FakeClock:
     """A clock to inject into the engine or the Scheduler: it reads ``now``."""
 

@@ -29,13 +29,13 @@ import time
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
-from celery import Celery
 from celery.schedules import crontab
 
 from awa_beat.errors import ScheduleError
 from awa_beat.fire_times import calendar_for, fires_between
 from awa_beat.markers import is_marker
 from awa_beat.spec import to_cron_expression
+from awa_beat.testing import celery_crontab_fires as celery_fires
 
 UTC = timezone.utc
 YEAR = 2027
@@ -117,30 +117,6 @@ def random_crontabs(n: int, seed: int) -> list[tuple[str, dict[str, object]]]:
             continue  # Celery refuses it (30 February): not a crontab Celery accepts
         out.append((f"random {len(out)}", dict(fields)))
     return out
-
-
-_APPS: dict[str, Celery] = {}
-
-
-def celery_fires(fields: dict[str, object], zone: str, start: datetime, until: datetime,
-                 cap: int) -> list[datetime]:
-    """Celery's fires in (start, until], each from the one before, at most ``cap``."""
-    app = _APPS.get(zone)
-    if app is None:
-        app = _APPS[zone] = Celery(set_as_current=False)
-        app.conf.timezone = zone
-    clock = [start]
-    tab = crontab(app=app, nowfun=lambda: clock[0], **fields)  # type: ignore[arg-type]
-    fires: list[datetime] = []
-    last = start
-    while len(fires) < cap:
-        clock[0] = last
-        fire = (last + tab.remaining_estimate(last)).astimezone(UTC)
-        if fire > until:
-            break
-        fires.append(fire)
-        last = fire
-    return fires
 
 
 def transitions(zone: str) -> list[datetime]:

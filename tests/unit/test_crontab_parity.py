@@ -12,7 +12,6 @@ from __future__ import annotations
 from datetime import date, datetime, timedelta, timezone
 
 import pytest
-from celery import Celery
 from celery.schedules import crontab
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -22,42 +21,16 @@ from awa_beat.errors import InvalidCronExpression
 from awa_beat.fire_times import calendar_for, fires_between
 from awa_beat.markers import is_marker
 from awa_beat.spec import to_cron_expression
+from awa_beat.testing import celery_crontab_fires
 
 UTC = timezone.utc
 YEAR_START = datetime(2027, 1, 1, tzinfo=UTC)
 YEAR_END = datetime(2028, 1, 1, tzinfo=UTC)
-_APPS: dict[str, Celery] = {}
 
 
-def celery_tab(zone: str, **fields: object) -> tuple[crontab, list[datetime]]:
-    """Celery's crontab in an app of ``zone``, and the clock it reads (settable)."""
-    app = _APPS.get(zone)
-    if app is None:
-        app = _APPS[zone] = Celery(set_as_current=False)
-        app.conf.timezone = zone
-        app.conf.enable_utc = True
-    clock = [YEAR_START]
-    return crontab(app=app, nowfun=lambda: clock[0], **fields), clock  # type: ignore[arg-type]
-
-
-def celery_fires(tab: crontab, clock: list[datetime], start: datetime, until: datetime,
+def celery_fires(fields: dict[str, object], zone: str, start: datetime, until: datetime,
                  limit: int) -> list[datetime]:
-    """Celery's fires after a run at ``start``, each computed from the one before, each
-    checked against ``is_due`` a second before and at the instant."""
-    fires: list[datetime] = []
-    last = start
-    while len(fires) < limit:
-        clock[0] = last
-        fire = (last + tab.remaining_estimate(last)).astimezone(UTC)
-        if fire > until:
-            break
-        clock[0] = fire - timedelta(seconds=1)
-        assert not tab.is_due(last).is_due, (tab, last, fire)
-        clock[0] = fire
-        assert tab.is_due(last).is_due, (tab, last, fire)
-        fires.append(fire)
-        last = fire
-    return fires
+    return celery_crontab_fires(fields, zone, start, until, limit, check_due=True)
 
 
 def ours(expr: str, zone: str, start: datetime, until: datetime, limit: int
@@ -112,8 +85,7 @@ def test_every_crontab_celery_accepts_fires_when_celery_does(
     """In zones without DST both policies are Celery's calendar, to the second."""
     expr, row_zone = to_cron_expression(_accepted(fields), dst)
     assert row_zone is None
-    tab, clock = celery_tab(zone, **fields)
-    theirs = celery_fires(tab, clock, YEAR_START, YEAR_END, 60)
+    theirs = celery_fires(fields, zone, YEAR_START, YEAR_END, 60)
     assert ours(expr, zone, YEAR_START, YEAR_END, 60) == theirs, (fields, expr)
 
 
@@ -165,10 +137,9 @@ def test_the_issues_crontabs_are_stored_and_fire_as_celerys(
     expr, _ = to_cron_expression(crontab(**fields))  # type: ignore[arg-type]
     if stored is not None:
         assert expr == stored
-    tab, clock = celery_tab("Europe/Paris", **fields)
     # Midnight in Paris is never skipped nor repeated: Awa's rule and Celery's agree.
     assert ours(expr, "Europe/Paris", YEAR_START, YEAR_END, 400) == \
-        celery_fires(tab, clock, YEAR_START, YEAR_END, 400)
+        celery_fires(fields, "Europe/Paris", YEAR_START, YEAR_END, 400)
 
 
 def test_a_marker_bounds_and_reads_back() -> None:
@@ -234,9 +205,8 @@ def test_dst_celery_fires_as_celery_in_gaps_and_folds(zone: str, year: int,
     expr, _ = to_cron_expression(crontab(**fields), "celery")  # type: ignore[arg-type]
     assert expr.endswith(" dst=celery")
     for start, until in _around(zone, year):
-        tab, clock = celery_tab(zone, **fields)
         assert ours(expr, zone, start, until, 500) == \
-            celery_fires(tab, clock, start, until, 500), (zone, fields, start)
+            celery_fires(fields, zone, start, until, 500), (zone, fields, start)
 
 
 @pytest.mark.parametrize(("zone", "year"), DST_ZONES)
@@ -259,8 +229,7 @@ def test_dst_awa_is_awas_rule_and_differs_from_celery_only_at_transitions(
             assert awa == evaluator
         else:
             CronExpression.parse(expr)  # Awa's own: what an Awa leader fires, too
-        celery_side, clock = celery_tab(zone, **fields)
-        theirs = celery_fires(celery_side, clock, start, until, 500)
+        theirs = celery_fires(fields, zone, start, until, 500)
         changes = transitions(zone, year)
         for fire in set(awa) ^ set(theirs):
             if zone == "Pacific/Apia" and fire.date() >= date(2011, 12, 30) and \
