@@ -21,8 +21,8 @@ FORM_FIELDS = ("task", "kind", "schedule", "args", "kwargs", "queue", "timezone"
                "dispatch", *BOUND_FIELDS)
 KINDS = {"cron": "cron expression", "every": "every N seconds", "at": "at an instant (ISO 8601)",
          "solar": "solar event (EVENT:LAT:LON)"}
-#: The choices of the ``one_off`` and ``overlap`` selects (value, text).
-ONE_OFF_CHOICES = (("", "no"), ("yes", "yes: run once, then retire"))
+#: The choices of the ``overlap`` select (value, text); ``one_off`` is a checkbox, sent
+#: as ``yes`` (or empty, by a hidden field before it, when it is not checked).
 OVERLAP_CHOICES = (("", "default (allow)"), ("allow", "allow"),
                    ("skip", "skip while the last run has not finished"))
 FIELD_LIMIT = 4000
@@ -98,7 +98,6 @@ def entry_from_form(values: Mapping[str, str], given: Mapping[str, str] | None =
     # An instant without a UTC offset is read in the form's zone, changed or not.
     reads_instant = (kind == "at" and schedule) or bound("start_time") or bound("end_time")
     zone = value("timezone") or (values["timezone"] or None if reads_instant else None)
-    one_off = bound("one_off")
     return entry_from_options(
         name, task=value("task"),
         cron=schedule if kind == "cron" and schedule else None,
@@ -108,6 +107,6 @@ def entry_from_form(values: Mapping[str, str], given: Mapping[str, str] | None =
         args=value("args"), kwargs=value("kwargs"), queue=value("queue"),
         tz=zone, policy=value("policy"), dispatch=value("dispatch"),
         start=bound("start_time"), end=bound("end_time"), max_runs=bound("max_runs"),
-        one_off=None if one_off is None else one_off == "yes",
+        one_off=bound("one_off"),
         overlap=bound("overlap"), deadline=bound("deadline"),
         edit=given is not None, fields=FORM_NAMES)

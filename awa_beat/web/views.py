@@ -20,7 +20,6 @@ from .forms import (
     FIELD_LIMIT,
     FORM_FIELDS,
     KINDS,
-    ONE_OFF_CHOICES,
     OVERLAP_CHOICES,
     entry_from_form,
     form_values,
@@ -294,7 +293,7 @@ def _render_form(app: Dashboard, req: Request, *, name: str, values: Mapping[str
     return app.render(req, "edit.html", status, name=name,
                       values={**dict.fromkeys(BOUND_FIELDS, ""), **values}, editing=editing,
                       kinds=KINDS, policies=sorted(POLICIES), dispatches=DISPATCHES,
-                      one_offs=ONE_OFF_CHOICES, overlaps=OVERLAP_CHOICES,
+                      overlaps=OVERLAP_CHOICES,
                       problems=problems or [])
 
 

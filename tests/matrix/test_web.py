@@ -225,10 +225,12 @@ def test_add_each_type_through_the_form(page: Any, web_url: str, shared_matrix_d
     page.fill("input[name=schedule]", schedule)
     page.fill("input[name=timezone]", zone)
     for field_, value in bounds.items():
-        field = page.locator(f"[name={field_}]")
+        field = page.locator(f"[name={field_}]:not([type=hidden])")
         assert field.count() == 1, f"no {field_} field"
         if field.evaluate("e => e.tagName") == "SELECT":
             field.select_option(value)
+        elif field.get_attribute("type") == "checkbox":
+            field.check()
         else:
             field.fill(value)
     saved(page)

@@ -28,7 +28,6 @@ from ...web.describe import describe
 from ...web.forms import (
     FIELD_LIMIT,
     KINDS,
-    ONE_OFF_CHOICES,
     OVERLAP_CHOICES,
     entry_from_form,
     form_values,
@@ -110,12 +109,14 @@ class RuntimeScheduleForm(forms.Form):
     start_time = _text(label="No fire before (ISO 8601)")
     end_time = _text(label="No fire after (ISO 8601)")
     max_runs = _text(label="Runs in all")
-    one_off = forms.ChoiceField(required=False, label="One-off", choices=ONE_OFF_CHOICES)
+    one_off = forms.BooleanField(required=False, label="One-off: run once, then retire")
     overlap = forms.ChoiceField(required=False, choices=OVERLAP_CHOICES)
     deadline = _text(label="Deadline (seconds after the fire)")
 
     def values(self) -> dict[str, str]:
-        return {k: str(v or "") for k, v in self.cleaned_data.items() if k != "name"}
+        values = {k: str(v or "") for k, v in self.cleaned_data.items() if k != "name"}
+        values["one_off"] = "yes" if self.cleaned_data.get("one_off") else ""  # as shown
+        return values
 
     def show(self, exc: AwaBeatError) -> None:
         """Put the write's problems next to the fields they are about."""

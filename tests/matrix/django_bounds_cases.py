@@ -1,0 +1,180 @@
+"""The bounds of every schedule type in a real Django project's admin: shown on the
+change page, set, kept by an edit of the calendar and removed on the runtime form, on a
+throw-away database of the layout $AWA_BEAT_MATRIX_LAYOUT holding the catalogue.
+
+Run by tests/matrix/test_bounds_forms.py in a pytest of its own per layout: Django takes
+one configuration per process.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from html.parser import HTMLParser
+from typing import Any
+
+import pytest
+
+from awa_beat.operations import ScheduleBounds
+from awa_beat.store import Store
+from awa_beat.testing import TempDatabases
+from tests.matrix.catalogue import CATALOGUE, NAMES, store_catalogue, stored_rows
+
+pytestmark = pytest.mark.integration
+django = pytest.importorskip("django")
+UTC = timezone.utc
+LAYOUT = os.environ.get("AWA_BEAT_MATRIX_LAYOUT", "standalone")
+BOUNDABLE = [n for n in NAMES if CATALOGUE[n].marker != "at"]
+#: What the change page shows of each type's bounds, as the catalogue stores them.
+CHANGE_PAGE = {
+    "bound-start": "2030-06-01 00:00:00 UTC", "bound-end": "2035-01-01 00:00:00 UTC",
+    "bound-max-runs": "3", "one-off": "yes", "at": "yes", "retired": "2",
+}
+OTHER = {"grid-interval": "0 */20 * * * *", "offgrid-interval": "11",
+         "solar": "sunset:48.8566:2.3522",
+         "rrule": "@rrule DTSTART=20260105T090000;FREQ=WEEKLY;BYDAY=MO"}
+
+
+@pytest.fixture(scope="module")
+def project(databases: TempDatabases) -> Iterator[str]:
+    url = databases.fresh(LAYOUT)
+    store_catalogue(url, owner="runtime")
+    os.environ["AWA_BEAT_DJANGO_TEST_URL"] = url
+    os.environ["DJANGO_SETTINGS_MODULE"] = "tests.django_settings"
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connections
+
+    call_command("migrate", verbosity=0)
+    from django.contrib.auth.models import User
+
+    User.objects.create_superuser("root", "root@example.invalid", "pw")
+    yield url
+    from awa_beat.contrib.django.operations import close
+
+    close()
+    connections.close_all()
+
+
+@pytest.fixture
+def client(project: str) -> Any:
+    from django.test import Client
+
+    c = Client()
+    c.login(username="root", password="pw")
+    return c
+
+
+def form_fields(html: str) -> dict[str, str]:
+    """The runtime form's fields as the browser would post them back untouched."""
+    found: dict[str, str] = {}
+
+    class Fields(HTMLParser):
+        select: str | None = None
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            a = dict(attrs)
+            name = a.get("name")
+            if tag == "input" and name and "disabled" not in a:
+                if a.get("type") == "text":
+                    found[name] = a.get("value") or ""
+                elif a.get("type") == "checkbox" and "checked" in a:
+                    found[name] = "on"
+            elif tag == "select":
+                self.select = name
+                found.setdefault(str(name), "")
+            elif tag == "option" and self.select and "selected" in a:
+                found[self.select] = a.get("value") or ""
+
+    Fields().feed(html)
+    return found
+
+
+def edit_url(name: str) -> str:
+    return f"/admin/awa_beat/schedule/runtime/{name}/edit/"
+
+
+def bounds_of(url: str, name: str) -> tuple[Any, ...]:
+    with Store(url) as store:
+        b = ScheduleBounds.of(store.get(name))
+    return b.start_time, b.end_time, b.max_runs, b.one_off, b.overlap, b.deadline
+
+
+def shown_form(client: Any, name: str) -> dict[str, str]:
+    page = client.get(edit_url(name))
+    assert page.status_code == 200
+    return form_fields(page.content.decode())
+
+
+def save(client: Any, name: str, values: dict[str, str]) -> Any:
+    return client.post(edit_url(name), {k: v for k, v in values.items() if v != ""
+                                        or k != "one_off"})
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_change_page_shows_the_bounds_as_fields(client: Any, name: str) -> None:
+    page = client.get(f"/admin/awa_beat/schedule/{name}/change/")
+    assert page.status_code == 200
+    text = page.content.decode()
+    for label in ("no fire before", "no fire after", "runs in all", "one-off", "overlap",
+                  "deadline"):
+        assert label in text.lower(), label
+    if name in CHANGE_PAGE:
+        assert CHANGE_PAGE[name] in text
+
+
+@pytest.mark.parametrize("name", BOUNDABLE)
+def test_the_runtime_form_sets_keeps_and_removes_each_bound(client: Any, project: str,
+                                                            name: str) -> None:
+    values = shown_form(client, name)
+    values.update(start_time="2030-07-01T02:00:00+02:00", end_time="2034-01-01T00:00:00Z",
+                  max_runs="40", overlap="skip", deadline="900")
+    values.pop("one_off", None)
+    assert save(client, name, values).status_code == 302
+    set_ = (datetime(2030, 7, 1, tzinfo=UTC), datetime(2034, 1, 1, tzinfo=UTC), 40, False,
+            "skip", 900.0)
+    assert bounds_of(project, name) == set_
+    values = shown_form(client, name)
+    assert (values["max_runs"], values["overlap"], values["deadline"]) == ("40", "skip", "900")
+    values["schedule"] = OTHER.get(name, "45 * * * *")  # the calendar alone
+    assert save(client, name, values).status_code == 302
+    assert bounds_of(project, name) == set_
+    values = shown_form(client, name)
+    values.update(start_time="", end_time="", max_runs="", overlap="", deadline="")
+    assert save(client, name, values).status_code == 302
+    assert bounds_of(project, name) == (None, None, None, False, "allow", None)
+    values = shown_form(client, name)
+    values["one_off"] = "on"
+    assert save(client, name, values).status_code == 302
+    assert bounds_of(project, name)[2:4] == (1, True)
+    assert shown_form(client, name).get("one_off") == "on"
+
+
+def test_at_refuses_a_run_limit_next_to_its_field(client: Any, project: str) -> None:
+    before = stored_rows(project)["at"]
+    values = shown_form(client, "at")
+    assert values.get("one_off") == "on" and values["kind"] == "at"
+    values["max_runs"] = "3"
+    page = save(client, "at", values)
+    assert page.status_code == 400
+    text = page.content.decode()
+    assert "Nothing was written" in text and "at() fires once" in text
+    assert stored_rows(project)["at"] == before
+
+
+def test_add_with_bounds(client: Any, project: str) -> None:
+    page = client.post("/admin/awa_beat/schedule/runtime/add/", {
+        "name": "admin-bounded", "task": "t.added", "kind": "every", "schedule": "300",
+        "args": "[]", "kwargs": "{}", "start_time": "2030-07-01T00:00:00Z",
+        "end_time": "2034-01-01T00:00:00Z", "max_runs": "3", "overlap": "skip",
+        "deadline": "15m"})
+    assert page.status_code == 302, page.content.decode()[-2000:]
+    assert bounds_of(project, "admin-bounded") == (
+        datetime(2030, 7, 1, tzinfo=UTC), datetime(2034, 1, 1, tzinfo=UTC), 3, False, "skip",
+        900.0)
+    bad = client.post("/admin/awa_beat/schedule/runtime/add/", {
+        "name": "admin-bad", "task": "t", "kind": "cron", "schedule": "0 9 * * *",
+        "max_runs": "three"})
+    assert bad.status_code == 400 and "a whole number of runs" in bad.content.decode()
+    assert "admin-bad" not in stored_rows(project)
