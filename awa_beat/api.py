@@ -172,6 +172,12 @@ class Schedules:
             schedules.update("report", schedule=crontab(hour=8),
                              options={"awa_beat": {"timezone": "Asia/Tokyo"}})
 
+        Bounds (``start_time``, ``end_time``, ``max_runs``, ``one_off``) and the outcome
+        settings are settings like the others: a new schedule keeps them, and None removes
+        one (``options={"awa_beat": {"max_runs": None}}``); ``at()`` carries its one run
+        and replaces them. Raising a retired schedule's run limit past the runs it made,
+        or removing it, resumes it. :meth:`get` shows them (``.bounds``).
+
         A new calendar (schedule or time zone) never fires a time from before the
         change. :class:`~awa_beat.errors.NotFound` if there is no such schedule;
         :class:`~awa_beat.errors.ScheduleOwned` for a ``beat_schedule``'s row unless
