@@ -182,7 +182,7 @@ def cli(db: MatrixDB, *args: str) -> Any:
 def shown(db: MatrixDB, name: str) -> dict[str, Any]:
     result = cli(db, "show", name, "--json")
     assert result.exit_code == 0, result.output
-    return dict(json.loads(result.output))
+    return dict(json.loads(result.stdout))
 
 
 def fields(data: dict[str, Any]) -> tuple[Any, ...]:
@@ -200,7 +200,7 @@ def test_cli_edit_each_flag_keeps_bounds_through_a_calendar_edit(matrix_db: Matr
                      "--end", "2034-01-01T00:00Z", "--max-runs", "40", "--overlap", "skip",
                      "--deadline", "15m", "--json")
         assert edited.exit_code == 0, (name, edited.output)
-        assert fields(json.loads(edited.output)) == set_, name
+        assert fields(json.loads(edited.stdout)) == set_, name
         _, flag = other_calendar(name)
         assert cli(db, "edit", name, *flag).exit_code == 0, name
         assert fields(shown(db, name)) == set_, name  # the calendar changed, bounds stay
@@ -231,7 +231,7 @@ def test_cli_add_with_every_flag(matrix_db: MatrixDB, flag: list[str],
                 "2030-07-01T00:00:00Z", "--end", "2034-01-01T00:00:00Z", "--max-runs", "3",
                 "--overlap", "skip", "--deadline", "900", "--json")
     assert added.exit_code == 0, added.output
-    assert fields(json.loads(added.output)) == (
+    assert fields(json.loads(added.stdout)) == (
         "2030-07-01T00:00:00+00:00", "2034-01-01T00:00:00+00:00", 3, False, "skip", 900.0)
     once = cli(matrix_db, "add", "once", "--task", "t.once", *flag, *extra, "--one-off")
     assert once.exit_code == 0, once.output
