@@ -4,15 +4,22 @@ Pure, for Awa's dialect as :mod:`awa_beat.cron` parses it. Six fields put the se
 first (``sec min hour dom mon dow``), which Awa's own UI gets wrong by reading every
 expression as five fields. Day of month and day of week, when both are restricted, are
 ORed as Awa does, and the description says "or".
+
+awa-beat's markers are described too: ``@solar sunrise 48.85 2.35`` is "at sunrise at
+48.85, 2.35", ``@at 2027-01-01T00:00:00Z | runs=1`` "once, at 2027-01-01 00:00 UTC", an
+rrule by its frequency, days, time, start, count and end, and bounds follow after a
+semicolon ("...; from 2027-01-01 00:00 UTC until 2027-06-30 00:00 UTC, at most 3 runs").
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from datetime import datetime, timezone
 
 from ..errors import AwaBeatError
 from ..fire_times import calendar_for, every_seconds
+from ..markers import Bounds, is_marker, split_bounds
 
 _NICKNAMES = {
     "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
@@ -29,11 +36,167 @@ _STEP = re.compile(r"(\*|\d+)(?:-(\d+))?(?:/(\d+))?")
 
 
 def describe(expr: str) -> str | None:
-    """``expr`` in words, or None when Awa would refuse it (the caller shows why)."""
+    """``expr`` in words, or None when Awa would refuse it (the caller shows why).
+
+    Every kind of stored calendar is described: Awa cron expressions and awa-beat's
+    markers (:mod:`awa_beat.markers`: intervals, solar events, ``at``, rrules, and the
+    bounds any of them may carry). Never raises: a page lists every row, whatever it holds.
+    """
     try:
         calendar_for(expr, "UTC")
     except AwaBeatError:
         return None
+    try:
+        return _words(expr)
+    except Exception:
+        # A row the calendar accepts but no rule here words must still be listed; the
+        # expression itself is shown beside the words.
+        return f"as written: {expr}"
+
+
+def _words(expr: str) -> str:
+    if not is_marker(expr):
+        return _cron(expr)
+    head, bounds = split_bounds(expr)
+    kind, _, rest = head.partition(" ")
+    if kind == "@every":
+        seconds = every_seconds(head)
+        words = f"every {duration(seconds)}" if seconds is not None else head
+    elif kind == "@cron":
+        words = _cron(rest)
+    elif kind == "@solar":
+        words = _solar(rest)
+    elif kind == "@at":
+        words = "once, at " + _instant(
+            datetime.strptime(rest, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc))
+        if bounds.runs == 1:  # "once" says it: an at() carries runs=1 to retire it
+            bounds = Bounds(bounds.start, bounds.end)
+    else:
+        words = _rrule(rest)
+    limits = _bounds(bounds)
+    return f"{words}; {limits}" if limits else words
+
+
+def _bounds(bounds: Bounds) -> str:
+    """``from 2027-01-01 00:00 UTC until 2027-06-30 00:00 UTC, at most 3 runs``."""
+    parts = []
+    if bounds.start is not None:
+        parts.append(f"from {_instant(bounds.start)}")
+    if bounds.end is not None:
+        parts.append(f"until {_instant(bounds.end)}")
+    text = " ".join(parts)
+    if bounds.runs is not None:
+        runs = "at most 1 run (one-off)" if bounds.runs == 1 else \
+            f"at most {bounds.runs} runs"
+        text = f"{text}, {runs}" if text else runs
+    return text
+
+
+def _instant(t: datetime) -> str:
+    """An instant in UTC, the seconds only when there are some."""
+    t = t.astimezone(timezone.utc)
+    return t.strftime("%Y-%m-%d %H:%M" + (":%S" if t.second else "")) + " UTC"
+
+
+_SOLAR_WORDS = {
+    "dawn_astronomical": "astronomical dawn", "dawn_nautical": "nautical dawn",
+    "dawn_civil": "civil dawn", "sunrise": "sunrise", "solar_noon": "solar noon",
+    "sunset": "sunset", "dusk_civil": "civil dusk", "dusk_nautical": "nautical dusk",
+    "dusk_astronomical": "astronomical dusk",
+}
+
+
+def _solar(rest: str) -> str:
+    event, lat, lon = rest.split(" ")
+    return f"at {_SOLAR_WORDS.get(event, event)} at {lat}, {lon}"
+
+
+_FREQ_UNITS = {"YEARLY": "year", "MONTHLY": "month", "WEEKLY": "week", "DAILY": "day",
+               "HOURLY": "hour", "MINUTELY": "minute", "SECONDLY": "second"}
+_RRULE_DAYS = {"MO": "Monday", "TU": "Tuesday", "WE": "Wednesday", "TH": "Thursday",
+               "FR": "Friday", "SA": "Saturday", "SU": "Sunday"}
+
+
+def _rrule(rest: str) -> str:
+    """An RFC 5545 rule in words: how often, on which days, at what time, from when,
+    how many times, until when. Parts with no words here are quoted as written."""
+    parts = dict(part.partition("=")[::2] for part in rest.split(";"))
+    freq = parts.pop("FREQ")
+    unit = _FREQ_UNITS[freq]
+    interval = int(parts.pop("INTERVAL", "1"))
+    words = [f"every {unit}" if interval == 1 else f"every {interval} {unit}s"]
+    start = parts.pop("DTSTART")
+    local = datetime.strptime(start[:15], "%Y%m%dT%H%M%S")
+    offset = f" {start[15:18]}:{start[18:]}" if len(start) > 15 else ""
+    days = parts.pop("BYDAY", None)
+    if days:
+        words.append("on " + _join([_rrule_day(d) for d in days.split(",")]))
+    month_days = parts.pop("BYMONTHDAY", None)
+    if month_days:
+        words.append("on " + _join([_rrule_month_day(int(d)) for d in month_days.split(",")])
+                     + " of the month")
+    months = parts.pop("BYMONTH", None)
+    if months:
+        words.append("in " + _join([_month_name(m) for m in months.split(",")]))
+    at = _rrule_time(freq, local, parts.pop("BYHOUR", None), parts.pop("BYMINUTE", None),
+                     parts.pop("BYSECOND", None))
+    if at:
+        words.append(at)
+    words.append(f"from {local:%Y-%m-%d %H:%M}{f':{local.second:02d}' if local.second else ''}"
+                 f"{offset}")
+    count = parts.pop("COUNT", None)
+    if count is not None:
+        words.append("once" if count == "1" else f"{count} times")
+    until = parts.pop("UNTIL", None)
+    if until is not None:
+        words.append("until " + _instant(
+            datetime.strptime(until, "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)))
+    words += [f"{key}={value}" for key, value in parts.items()]
+    return ", ".join(words)
+
+
+def _rrule_day(item: str) -> str:
+    nth, day = item[:-2], _RRULE_DAYS[item[-2:]]
+    if not nth:
+        return day
+    n = int(nth)
+    return f"the last {day}" if n == -1 else \
+        f"the {_ordinal(n)} {day}" if n > 0 else f"the {_ordinal(-n)} last {day}"
+
+
+def _rrule_month_day(n: int) -> str:
+    return f"day {n}" if n > 0 else "the last day" if n == -1 else \
+        f"the {_ordinal(-n)} last day"
+
+
+def _rrule_time(freq: str, local: datetime, hours: str | None, minutes: str | None,
+                seconds: str | None) -> str:
+    """What time of its period a rule fires: its BYHOUR/BYMINUTE/BYSECOND, else the
+    start's (as dateutil takes them), for the parts coarser than its frequency."""
+    order = list(_FREQ_UNITS)
+    coarse = order.index(freq)
+    hour = hours or (str(local.hour) if coarse <= order.index("DAILY") else None)
+    minute = minutes or (str(local.minute) if coarse <= order.index("HOURLY") else None)
+    second = seconds or (str(local.second) if coarse <= order.index("MINUTELY") else None)
+    if hour is not None and minute is not None and second is not None \
+            and "," not in minute and "," not in second:
+        s = int(second)
+        return "at " + _join([f"{int(h):02d}:{int(minute):02d}" + (f":{s:02d}" if s else "")
+                              for h in hour.split(",")])
+    parts = []
+    if hour is not None:
+        parts.append(("at hours " if "," in hour else "at hour ") + _join(hour.split(",")))
+    if minute is not None:
+        parts.append(("at minutes " if "," in minute else "at minute ")
+                     + _join(minute.split(",")))
+    if second is not None and second != "0":
+        parts.append(("at seconds " if "," in second else "at second ")
+                     + _join(second.split(",")))
+    return ", ".join(parts)
+
+
+def _cron(expr: str) -> str:
+    """An Awa cron expression (five or six fields, or an alias) in words."""
     seconds = every_seconds(expr)
     if seconds is not None:
         return f"every {duration(seconds)}"
