@@ -39,6 +39,7 @@ from .errors import (
 )
 from .fire_times import (
     POLICIES,
+    Calendar,
     calendar_for,
     can_fire_from,
     due_fires,
@@ -124,6 +125,27 @@ class ScheduleView:
         return self.problem is not None
 
     @property
+    def paused(self) -> bool:
+        """Paused (by an operator, or retired by its last run): nothing fires on its own,
+        whatever :attr:`next_fire` says it would be once resumed."""
+        return self.row.paused_at is not None
+
+    @property
+    def last_fire(self) -> datetime | None:
+        """The fire time of its latest fire, or None when it has not fired (see
+        :func:`last_fire`)."""
+        return last_fire(self.row)
+
+    @property
+    def quiet_since(self) -> datetime | None:
+        """When it has not fired: the instant since which it has not, if that is not its
+        registration (its calendar changed then); else None."""
+        cursor = self.row.last_enqueued_at
+        if self.last_fire is not None or cursor is None:
+            return None
+        return cursor if cursor > _second(self.row.created_at) else None
+
+    @property
     def owner(self) -> str | None:
         """``"config"`` (its deployment's beat_schedule), ``"runtime"`` (written by the
         Python API or ``awa-beat add``), or None (not written by awa-beat)."""
@@ -201,6 +223,8 @@ class Occurrence:
     count: int = 1
     """Coalesced: how many fires were left out."""
     reason: str | None = None
+    schedule: str | None = None
+    """The schedule's name."""
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Occurrence:
@@ -250,7 +274,10 @@ def overdue_reasons(*, cron_expr: str, timezone_name: str, policy: str,
         reasons.append("missed: a due fire did not happen")
     if last_outcome in ("failed", "lost"):
         reasons.append(f"failed: its last run {'was lost' if last_outcome == 'lost' else 'failed'}")
-    if deadline is not None and cursor is not None:
+    # The deadline is that of a fire: a cursor still at the registration (or at a change
+    # of the calendar) was never due.
+    if deadline is not None and cursor is not None and cursor_is_fire(calendar, cursor,
+                                                                      created_at):
         by = cursor + timedelta(seconds=deadline)
         in_time = (cursor_outcome == "succeeded" and cursor_finished_at is not None
                    and cursor_finished_at <= by)
@@ -415,6 +442,40 @@ class AuditEntry:
 
 
 # -- pure helpers ----------------------------------------------------------------------------
+
+
+def _second(t: datetime) -> datetime:
+    return t.replace(microsecond=0)
+
+
+def cursor_is_fire(calendar: Calendar, cursor: datetime | None, created_at: datetime) -> bool:
+    """Whether a row's cursor (``last_enqueued_at``) is the time of a fire that happened.
+
+    The cursor starts at the second the row was registered, and moves to the second of a
+    change of its calendar: neither is a fire. A fire moves it to a fire time of the
+    calendar, after the registration. A cursor before the registration is a run carried
+    over by ``awa-beat import`` (or the first fire of Awa's own evaluator, which looks a
+    minute back). Only a registration or a calendar change that falls on a fire time of
+    the calendar itself (a calendar firing every second, say) cannot be told from a fire.
+    """
+    if cursor is None:
+        return False
+    registered = _second(created_at)
+    if cursor < registered:
+        return True
+    return cursor > registered and calendar.next_from(cursor, inclusive=True) == cursor
+
+
+def last_fire(row: ScheduleRow) -> datetime | None:
+    """The fire time of ``row``'s latest fire, or None when it has not fired (as far as
+    the row tells, see :func:`cursor_is_fire`; a row awa-beat cannot read keeps its
+    cursor unless that is its registration)."""
+    cursor = row.last_enqueued_at
+    try:
+        calendar = calendar_for(row.cron_expr, row.timezone)
+    except AwaBeatError:
+        return cursor if cursor is not None and cursor != _second(row.created_at) else None
+    return cursor if cursor_is_fire(calendar, cursor, row.created_at) else None
 
 
 def next_fire(row: ScheduleRow, now: datetime) -> tuple[datetime | None, str | None]:
@@ -812,11 +873,12 @@ class Operations:
             jobs = self.store.jobs(name, limit)
         return [JobRecord.from_job(j) for j in jobs]
 
-    def occurrences(self, name: str, limit: int = 20) -> list[Occurrence]:
-        """``name``'s occurrences, newest first: fires with their outcome and run time,
-        manual triggers, fires skipped by the overlap policy, fires a coalesce left out
-        (NotFound if there is no such schedule)."""
-        self.store.get(name)
+    def occurrences(self, name: str | None, limit: int = 20) -> list[Occurrence]:
+        """``name``'s occurrences (None: every schedule's), newest first: fires with their
+        outcome and run time, manual triggers, fires skipped by the overlap policy, fires
+        a coalesce left out (NotFound if there is no such schedule)."""
+        if name is not None:
+            self.store.get(name)
         return [Occurrence.from_row(r) for r in
                 self.store.schedule_history(name, limit, DEFAULT_MAX_RUNTIME)]
 
@@ -853,8 +915,21 @@ class Operations:
     def upcoming(self, row: ScheduleRow, now: datetime | None = None,
                  count: int = 10) -> list[UpcomingFire]:
         """``row``'s next ``count`` fires after ``now`` (default: the clock's), DST changes
-        noted."""
-        return upcoming_fires(row, self.clock() if now is None else now, count)
+        noted; no more than the runs it has left (a one-off, ``max_runs``), and none once
+        retired."""
+        left = self.runs_left(row)
+        return upcoming_fires(row, self.clock() if now is None else now,
+                              count if left is None else min(count, left))
+
+    def runs_left(self, row: ScheduleRow) -> int | None:
+        """How many more times ``row`` may fire: its run limit less the runs counted
+        (0 once retired), or None when it has no limit."""
+        limit = max_runs(row.cron_expr)
+        if row.retired:
+            return 0
+        if limit is None:
+            return None
+        return max(limit - self.store.runs_used(row.name), 0)
 
     def export_entries(self, pattern: str | None = None) -> dict[str, dict[str, Any]]:
         """The stored schedules as a Celery ``beat_schedule``."""

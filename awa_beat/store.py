@@ -741,10 +741,12 @@ class Store:
                                {"retention": retention, "limit": limit}).fetchone()
         return int(row[0]) if row else 0
 
-    def schedule_history(self, name: str, limit: int, default_max_runtime: float
+    def schedule_history(self, name: str | None, limit: int, default_max_runtime: float
                          ) -> list[dict[str, Any]]:
-        """Every occurrence of ``name``, newest first (see ``schedule_history``)."""
-        with self._conn() as conn, wrap_errors(f"reading the history of {name!r}"):
+        """Every occurrence of ``name`` (None: of every schedule), newest first (see
+        ``schedule_history``)."""
+        what = "the history" if name is None else f"the history of {name!r}"
+        with self._conn() as conn, wrap_errors(f"reading {what}"):
             cur = conn.cursor(row_factory=dict_row)
             return cur.execute(queries["schedule_history"], {
                 "name": name, "limit": limit,
@@ -853,6 +855,12 @@ class Store:
         with self._conn() as conn, wrap_errors(f"reading the pause note of {name!r}"):
             row = conn.execute(queries["pause_note"], {"name": name}).fetchone()
         return row[0] if row else None
+
+    def runs_used(self, name: str) -> int:
+        """Runs of ``name`` counted against its run limit (0 when none fired)."""
+        with self._conn() as conn, wrap_errors(f"reading the runs of {name!r}"):
+            row = conn.execute(queries["runs_used"], {"name": name}).fetchone()
+        return int(row[0]) if row else 0
 
     def record_audit(self, **entry: Any) -> tuple[int, datetime]:
         """One row of ``awa_beat.audit_log`` (see migration 0011); its id and instant."""

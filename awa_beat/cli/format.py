@@ -49,12 +49,17 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def schedule_json(view: ScheduleView) -> dict[str, Any]:
+    """``next_fire`` is None while paused (``next_fire_if_resumed`` says when it would
+    be); ``last_fire`` None when it never fired (``last_enqueued_at`` is the cursor)."""
     row = view.row
     return {
         "name": row.name, "schedule": row.cron_expr, "timezone": row.timezone,
         "task": row.kind, "policy": row.missed_fire_policy,
-        "next_fire": iso(view.next_fire), "last_enqueued_at": iso(row.last_enqueued_at),
+        "next_fire": None if view.paused else iso(view.next_fire),
+        "next_fire_if_resumed": iso(view.next_fire) if view.paused else None,
+        "last_fire": iso(view.last_fire), "last_enqueued_at": iso(row.last_enqueued_at),
         "paused_at": iso(row.paused_at), "paused_by": row.paused_by,
+        "retired": row.retired,
         "deployment": row.deployment, "owner": row.owner, "invalid": view.problem,
         **bounds_json(view.bounds),
         "never_fires": view.never_fires,
@@ -77,21 +82,33 @@ def bounds_lines(bounds: ScheduleBounds) -> list[tuple[str, str]]:
             ("deadline", f"{bounds.deadline:g} s" if bounds.deadline is not None else "-")]
 
 
+def next_fire_text(view: ScheduleView) -> str:
+    """The next fire in UTC, or why there is none: invalid, never fires again, retired,
+    paused."""
+    if view.problem:
+        return "INVALID: " + view.problem
+    if view.never_fires:
+        return "NEVER FIRES: " + view.never_fires
+    if view.row.retired:
+        return "retired (no run left)"
+    if view.paused:
+        return "paused"
+    return fmt(view.next_fire)
+
+
+def last_fire_text(view: ScheduleView) -> str:
+    """The latest fire in UTC, ``never``, or ``none since <the calendar's change>``."""
+    if view.last_fire is not None:
+        return fmt(view.last_fire)
+    if view.quiet_since is not None:
+        return f"none since {fmt(view.quiet_since)}"
+    return "never"
+
+
 def job_json(job: JobRecord) -> dict[str, Any]:
     return {"job_id": job.job_id, "schedule": job.schedule, "fire_time": job.fire_time,
             "triggered_manually": job.triggered_manually, "state": job.state,
             "task_id": job.task_id, "created_at": iso(job.created_at)}
-
-
-def fire_label(job: JobRecord) -> str:
-    """The fire time a job was for, or when it was triggered by hand."""
-    if job.triggered_manually:
-        return f"(triggered {fmt(job.created_at)})"
-    return "-" if job.fire_time is None else str(job.fire_time)
-
-
-def task_id(job: JobRecord) -> str:
-    return "-" if job.task_id is None else job.task_id
 
 
 def beat_json(beat: BeatView) -> dict[str, Any]:
@@ -123,7 +140,8 @@ def check_text(check: Check) -> str:
 
 
 def occurrence_json(o: Occurrence) -> dict[str, Any]:
-    return {"kind": o.kind, "fire_time": iso(o.at), "job_id": o.job_id, "task_id": o.task_id,
+    return {"schedule": o.schedule, "kind": o.kind, "fire_time": iso(o.at),
+            "job_id": o.job_id, "task_id": o.task_id,
             "job_state": o.job_state, "outcome": o.outcome, "started_at": iso(o.started_at),
             "finished_at": iso(o.finished_at), "runtime": o.runtime, "worker": o.worker,
             "error": o.error, "duplicates": o.duplicates,
@@ -146,6 +164,21 @@ def occurrence_outcome(o: Occurrence) -> str:
 
 def occurrence_run_time(o: Occurrence) -> str:
     return "-" if o.runtime is None else f"{o.runtime:.3f} s"
+
+
+def occurrence_table(found: list[Occurrence], *, schedules: bool = False) -> str:
+    """Occurrences with what became of each (never the bare job state: a Celery job is
+    ``completed`` once published, whatever its task then did); ``schedules`` adds
+    whose each one is."""
+    headers = ["FIRE TIME (UTC)", "KIND", "JOB", "OUTCOME", "RUN TIME", "WORKER", "DETAIL"]
+    rows = [[occurrence_time(o), o.kind, str(o.job_id or "-"), occurrence_outcome(o),
+             occurrence_run_time(o), o.worker or "-", o.error or o.reason or ""]
+            for o in found]
+    if schedules:
+        headers.insert(1, "SCHEDULE")
+        for o, r in zip(found, rows, strict=True):
+            r.insert(1, o.schedule or "")
+    return table(headers, rows)
 
 
 def overdue_json(o: Overdue) -> dict[str, Any]:

@@ -12,13 +12,15 @@ from ..exporting import python_module
 from .context import database_url_option, friendly_errors, json_option, operations
 from .format import (
     bounds_lines,
-    fire_label,
     fmt,
     iso,
     job_json,
+    last_fire_text,
+    next_fire_text,
+    occurrence_json,
+    occurrence_table,
     schedule_json,
     table,
-    task_id,
 )
 
 
@@ -44,14 +46,12 @@ def list_(database_url: str | None, pattern: str | None, as_json: bool) -> None:
             owner += " (orphan: not in beat_schedule)"
         rows.append([
             row.name, row.cron_expr, row.timezone, row.missed_fire_policy,
-            "INVALID: " + view.problem if view.problem
-            else "NEVER FIRES: " + view.never_fires if view.never_fires
-            else fmt(view.next_fire),
-            fmt(view.next_fire, row.timezone) if view.next_fire else "",
-            fmt(row.last_enqueued_at), paused, owner,
+            next_fire_text(view),
+            fmt(view.next_fire, row.timezone) if view.next_fire and not view.paused else "",
+            last_fire_text(view), paused, owner,
         ])
     click.echo(table(["NAME", "SCHEDULE", "TZ", "POLICY", "NEXT FIRE (UTC)", "NEXT (LOCAL)",
-                      "CURSOR (UTC)", "PAUSED", "OWNER"], rows))
+                      "LAST FIRE (UTC)", "PAUSED", "OWNER"], rows))
 
 
 @click.command()
@@ -114,16 +114,19 @@ def show(database_url: str | None, name: str, count: int, as_json: bool) -> None
     with operations(database_url) as ops:
         view = ops.get(name)
         jobs = ops.history(name, count)
+        found = ops.occurrences(name, count)
         upcoming = ops.upcoming(view.row, count=count)
+        runs_left = ops.runs_left(view.row)
     row = view.row
     if as_json:
         click.echo(json.dumps({
             **schedule_json(view), "kind": row.kind, "queue": row.queue, "args": row.args,
             "priority": row.priority, "max_attempts": row.max_attempts, "tags": row.tags,
             "metadata": row.metadata, "created_at": iso(row.created_at),
-            "updated_at": iso(row.updated_at),
+            "updated_at": iso(row.updated_at), "runs_left": runs_left,
             "next_fires": [iso(f.at) for f in upcoming],
             "last_jobs": [job_json(j) for j in jobs],
+            "history": [occurrence_json(o) for o in found],
         }, indent=2, default=str))
         return
     for label, value in [
@@ -133,7 +136,12 @@ def show(database_url: str | None, name: str, count: int, as_json: bool) -> None
         ("policy", row.missed_fire_policy), ("awa queue", row.queue),
         ("priority", str(row.priority)), ("max attempts", str(row.max_attempts)),
         *bounds_lines(view.bounds),
+        ("next fire", next_fire_text(view) + (
+            f" (if resumed: {fmt(view.next_fire)} UTC)"
+            if view.paused and not row.retired and view.next_fire else "")),
+        ("last fire", last_fire_text(view)),
         ("cursor", f"{fmt(row.last_enqueued_at)} UTC"),
+    ] + ([("runs left", str(runs_left))] if runs_left is not None else []) + [
         ("paused", f"since {fmt(row.paused_at)} UTC by {row.paused_by or '?'}"
          if row.paused_at else "no"),
         ("owner", view.owner_text if row.deployment else "(not registered by awa-beat)"),
@@ -141,14 +149,12 @@ def show(database_url: str | None, name: str, count: int, as_json: bool) -> None
     ] + ([("INVALID", view.problem)] if view.problem else []) + (
             [("NEVER FIRES", view.never_fires)] if view.never_fires else []):
         click.echo(f"{label + ':':<14} {value}")
-    click.echo("\nnext fires:")
+    click.echo("\nnext fires" + (" (if resumed):" if view.paused else ":"))
     click.echo(table(["UTC", "LOCAL", ""], [
         [fmt(f.at), fmt(f.at, row.timezone), f.note] for f in upcoming]) if upcoming
         else "  (none)")
-    click.echo("\nlast jobs:")
-    click.echo(table(["JOB", "FIRE TIME (UTC)", "STATE", "TASK ID"], [
-        [str(j.job_id), fire_label(j), j.state, task_id(j)] for j in jobs]) if jobs
-        else "  (none)")
+    click.echo("\nhistory:")
+    click.echo(occurrence_table(found) if found else "  (none)")
 
 
 @click.command()

@@ -972,30 +972,35 @@ WITH old_outcomes AS (
 SELECT (SELECT count(*) FROM old_outcomes) + (SELECT count(*) FROM old_occurrences);
 
 -- schedule_history --
--- `awa-beat history NAME`: the schedule's occurrences, newest first: its jobs (fired or
--- triggered) with what became of them (Celery dispatch: the workers' reports; Awa
--- dispatch: Awa's own job state), and the fires the overlap policy skipped or a
--- coalesce left out. A run that started and never reported back within its bound
--- (max_runtime, else a numeric expires, else the default) reads 'lost'.
-WITH sched AS (
-    SELECT coalesce((c.metadata -> 'awa_beat' ->> 'max_runtime')::float8,
-                    CASE WHEN jsonb_typeof(c.metadata -> 'celery' -> 'options' -> 'expires')
-                              = 'number'
-                         THEN (c.metadata -> 'celery' -> 'options' ->> 'expires')::float8 END,
-                    %(default_max_runtime)s::float8) * interval '1 s' AS bound
-      FROM awa.cron_jobs c WHERE c.name = %(name)s
-), jobs AS (
+-- `awa-beat history [NAME]`: the occurrences of the schedule %(name)s (NULL: of every
+-- schedule), newest first: its jobs (fired or triggered) with what became of them
+-- (Celery dispatch: the workers' reports; Awa dispatch: Awa's own job state), and the
+-- fires the overlap policy skipped or a coalesce left out. A run that started and never
+-- reported back within its bound (max_runtime, else a numeric expires, else the
+-- default) reads 'lost'. The branches on %(name)s being NULL are planned away with the
+-- value (statements are never prepared server-side), so a name keeps its index scans.
+WITH jobs AS (
     SELECT j.id, j.state::text AS job_state, j.created_at, j.finalized_at,
+           j.metadata ->> 'cron_name' AS schedule,
            j.metadata ->> 'cron_fire_time' AS fire_time,
            coalesce((j.metadata ->> 'triggered_manually')::boolean, false) AS triggered,
            (j.metadata -> 'celery' ->> 'dispatch') = 'celery' AS celery,
            j.metadata ->> 'celery_task_id' AS task_id
       FROM awa.jobs j
      WHERE j.metadata ->> 'cron_name' = %(name)s
+        OR (%(name)s::text IS NULL AND j.metadata ? 'cron_name')
      ORDER BY j.id DESC
      LIMIT %(limit)s
+), bounds AS (
+    SELECT c.name,
+           coalesce((c.metadata -> 'awa_beat' ->> 'max_runtime')::float8,
+                    CASE WHEN jsonb_typeof(c.metadata -> 'celery' -> 'options' -> 'expires')
+                              = 'number'
+                         THEN (c.metadata -> 'celery' -> 'options' ->> 'expires')::float8 END
+                    ) * interval '1 s' AS bound
+      FROM awa.cron_jobs c WHERE c.name IN (SELECT schedule FROM jobs)
 ), fired AS (
-    SELECT CASE WHEN j.triggered THEN 'triggered' ELSE 'fired' END AS kind,
+    SELECT j.schedule, CASE WHEN j.triggered THEN 'triggered' ELSE 'fired' END AS kind,
            coalesce(j.fire_time::timestamptz, j.created_at) AS at, j.id AS job_id,
            coalesce(o.task_id, j.task_id) AS task_id, j.job_state,
            CASE WHEN NOT j.celery THEN
@@ -1003,7 +1008,9 @@ WITH sched AS (
                                      WHEN 'cancelled' THEN 'revoked' WHEN 'running' THEN 'started'
                                      WHEN 'retryable' THEN 'retried' END
                 WHEN o.state = 'started' AND coalesce(o.started_at, j.created_at)
-                     < now() - (SELECT bound FROM sched) THEN 'lost'
+                     < now() - coalesce((SELECT b.bound FROM bounds b WHERE b.name = j.schedule),
+                                        %(default_max_runtime)s::float8 * interval '1 s')
+                     THEN 'lost'
                 ELSE o.state END AS outcome,
            o.started_at, coalesce(o.finished_at, CASE WHEN NOT j.celery THEN j.finalized_at END)
                AS finished_at,
@@ -1014,20 +1021,29 @@ WITH sched AS (
            SELECT o.task_id, o.state, o.started_at, o.finished_at, o.runtime, o.worker,
                   o.error, o.duplicates
              FROM awa_beat.outcomes o
-            WHERE o.schedule = %(name)s
+            WHERE o.schedule = j.schedule
               AND (o.fire_time = j.fire_time OR (j.fire_time IS NULL AND o.job_id = j.id))
             LIMIT 1) o ON true
 ), passed_over AS (
-    SELECT kind, fire_time AS at, NULL::bigint AS job_id, NULL::text AS task_id,
+    (SELECT schedule, kind, fire_time AS at, last_fire_time, count, reason
+       FROM awa_beat.occurrences
+      WHERE schedule = %(name)s
+      ORDER BY fire_time DESC
+      LIMIT %(limit)s)
+    UNION ALL
+    (SELECT schedule, kind, fire_time AS at, last_fire_time, count, reason
+       FROM awa_beat.occurrences
+      WHERE %(name)s::text IS NULL
+      ORDER BY recorded_at DESC
+      LIMIT %(limit)s)
+), passed_over_rows AS (
+    SELECT schedule, kind, at, NULL::bigint AS job_id, NULL::text AS task_id,
            NULL::text AS job_state, NULL::text AS outcome, NULL::timestamptz AS started_at,
            NULL::timestamptz AS finished_at, NULL::float8 AS runtime, NULL::text AS worker,
            NULL::text AS error, 0 AS duplicates, last_fire_time, count, reason
-      FROM awa_beat.occurrences
-     WHERE schedule = %(name)s
-     ORDER BY fire_time DESC
-     LIMIT %(limit)s
+      FROM passed_over
 )
-SELECT * FROM (SELECT * FROM fired UNION ALL SELECT * FROM passed_over) h
+SELECT * FROM (SELECT * FROM fired UNION ALL SELECT * FROM passed_over_rows) h
  ORDER BY at DESC, job_id DESC NULLS LAST
  LIMIT %(limit)s;
 
@@ -1171,6 +1187,11 @@ SELECT paused_at FROM paused;
 SELECT n.note FROM awa_beat.pause_notes n JOIN awa.cron_jobs c
     ON c.name = n.name AND c.paused_at = n.paused_at
  WHERE n.name = %(name)s;
+
+-- runs_used --
+-- How many runs of a schedule with a run limit have fired (what the fire statement
+-- counted), for the runs left that `show` and the dashboard list.
+SELECT coalesce((SELECT runs FROM awa_beat.schedule_runs WHERE name = %(name)s), 0) AS runs;
 
 -- record_audit --
 INSERT INTO awa_beat.audit_log (actor, source, remote_addr, action, schedule, detail, outcome)

@@ -11,12 +11,12 @@ import pytest
 from click.testing import CliRunner
 
 from awa_beat.cli import main
-from awa_beat.cli.format import check_text, fire_label, fmt, iso, table, task_id
+from awa_beat.cli.format import check_text, fmt, iso, occurrence_table, table
 from awa_beat.errors import ConfigError, NoDatabase
 from awa_beat.fire_times import every_seconds
 from awa_beat.operations import (
     Check,
-    JobRecord,
+    Occurrence,
     beat_entry,
     find_database_url,
     next_fire,
@@ -132,11 +132,16 @@ def test_times() -> None:
     assert iso(None) is None
 
 
-def test_job_labels() -> None:
-    fired = JobRecord(1, "r", "2026-01-05 09:00:00+00", False, "available", None, T)
-    manual = JobRecord(2, "r", None, True, "completed", "abc", T)
-    assert (fire_label(fired), task_id(fired)) == ("2026-01-05 09:00:00+00", "-")
-    assert (fire_label(manual), task_id(manual)) == ("(triggered 2026-01-05 09:00:00)", "abc")
+def test_history_tables_show_outcomes_never_the_bare_job_state() -> None:
+    # A Celery job is 'completed' once published, whatever its task then did.
+    failed = Occurrence("fired", T, job_id=1, job_state="completed", outcome="failed",
+                        error="boom", schedule="r")
+    unknown = Occurrence("fired", T, job_id=2, job_state="completed", schedule="s")
+    text = occurrence_table([failed, unknown], schedules=True)
+    lines = text.splitlines()
+    assert lines[0].split()[:6] == ["FIRE", "TIME", "(UTC)", "SCHEDULE", "KIND", "JOB"]
+    assert "failed" in lines[1] and "boom" in lines[1] and " r " in lines[1]
+    assert "unreported" in lines[2] and "completed" not in text
 
 
 def test_check_text() -> None:
