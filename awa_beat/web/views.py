@@ -168,7 +168,8 @@ def schedule(app: Dashboard, req: Request) -> Response:
     return app.render(
         req, "schedule.html", item=_row(view, {name: app.ops.pause_note(name) or ""},
                                         app.ops.queue_pauses([view.row.queue])),
-        upcoming=app.ops.upcoming(view.row, count=20), jobs=jobs, occurrences=occurrences,
+        upcoming=app.ops.upcoming(view.row, count=20), runs_left=app.ops.runs_left(view.row),
+        jobs=jobs, occurrences=occurrences,
         editable=app.editor is not None and view.owner == "runtime",
         audit=app.ops.audit_log(limit=20, schedule=name), message=message)
 

@@ -5,7 +5,7 @@ awa-beat's operations layer and its audit log. Config rows stay read-only."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timezone
 from functools import partial
 from typing import Any
 
@@ -21,7 +21,7 @@ from django.utils.html import format_html
 
 from ...errors import AwaBeatError, NotFound, ScheduleConflict, ScheduleError, ValidationError
 from ...fire_times import POLICIES
-from ...operations import ScheduleBounds, ScheduleView, next_fire
+from ...operations import ScheduleBounds, ScheduleView, last_fire, next_fire
 from ...records import ScheduleRow
 from ...spec import DISPATCHES
 from ...web.describe import describe
@@ -44,7 +44,8 @@ def _row(obj: Schedule) -> ScheduleRow:
 
 
 def _instant(value: datetime | None) -> str:
-    return "-" if value is None else value.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return "-" if value is None else value.astimezone(timezone.utc).strftime(
+        "%Y-%m-%d %H:%M:%S UTC")
 
 
 def _actor(request: HttpRequest) -> str:
@@ -134,7 +135,7 @@ class RuntimeScheduleForm(forms.Form):
 
 @admin.register(Schedule)
 class ScheduleAdmin(admin.ModelAdmin):
-    list_display = ("name", "calendar", "timezone", "next_fire", "last_enqueued_at",
+    list_display = ("name", "calendar", "timezone", "next_fire", "last_fire",
                     "paused", "owner", "edit")
     change_list_template = "awa_beat/change_list.html"
     list_filter = (("paused_at", admin.EmptyFieldListFilter),)
@@ -179,10 +180,25 @@ class ScheduleAdmin(admin.ModelAdmin):
 
     @admin.display(description="next fire")
     def next_fire(self, obj: Schedule) -> str:
-        at, problem = next_fire(_row(obj), dj_timezone.now())
+        row = _row(obj)
+        at, problem = next_fire(row, dj_timezone.now())
         if problem:
             return format_html('<span style="color:#b3261e">{}</span>', problem)
-        return at.strftime("%Y-%m-%d %H:%M:%S UTC") if at else "-"
+        if row.retired:
+            return "retired: no run left"
+        if row.paused_at is not None:  # nothing fires on its own: no time to count to
+            return format_html("paused{}", format_html(
+                '<br><small>if resumed: {}</small>', _instant(at)) if at else "")
+        return _instant(at)
+
+    @admin.display(description="last fire")
+    def last_fire(self, obj: Schedule) -> str:
+        row = _row(obj)
+        at = last_fire(row)
+        if at is not None:
+            return _instant(at)
+        since = ScheduleView(row, None).quiet_since
+        return f"none since {_instant(since)}" if since is not None else "never"
 
     # The bounds and outcome settings, as fields of the change page (stored in the
     # marker and the metadata; edited on the runtime form).
