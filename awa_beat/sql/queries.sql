@@ -633,7 +633,9 @@ SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args::text AS args, c
 -- begun long before this statement, and a cursor or updated_at of its start would
 -- fire too early or fall behind the leader's refresh window. One instant for the whole
 -- statement (a volatile CTE is evaluated once): rows written together share it, as the
--- rows of one sync share now(), and the evaluator holds one timestamp for them all.
+-- rows of one sync share now(), and the evaluator holds one timestamp for them all. A
+-- new row's created_at is that instant too, so its cursor is the second of its
+-- registration, which tells "never fired" (operations.cursor_is_fire).
 WITH at AS (
     SELECT clock_timestamp() AS t
 ), input AS (
@@ -650,9 +652,9 @@ WITH at AS (
 ), written AS (
     INSERT INTO awa.cron_jobs AS c (
            name, cron_expr, timezone, kind, queue, args, priority, max_attempts, tags,
-           metadata, missed_fire_policy, last_enqueued_at, updated_at)
+           metadata, missed_fire_policy, last_enqueued_at, created_at, updated_at)
     SELECT name, cron_expr, timezone, kind, queue, args, priority, max_attempts, tags,
-           metadata, missed_fire_policy, date_trunc('second', at.t), at.t
+           metadata, missed_fire_policy, date_trunc('second', at.t), at.t, at.t
       FROM input CROSS JOIN at
     ON CONFLICT (name) DO UPDATE
        SET cron_expr = EXCLUDED.cron_expr, timezone = EXCLUDED.timezone,
