@@ -17,6 +17,7 @@ from awa_beat.fire_times import every_seconds
 from awa_beat.operations import (
     Check,
     Occurrence,
+    ScheduleView,
     beat_entry,
     find_database_url,
     next_fire,
@@ -148,3 +149,36 @@ def test_check_text() -> None:
     assert check_text(Check(True, "fine", "unused")) == "[ok] fine"
     assert check_text(Check(False, "2 bad", "fix them", ("a: x", "b: y"))) == (
         "[FAIL] 2 bad\n       - a: x\n       - b: y\n       fix: fix them")
+
+
+def test_the_last_fire_is_never_the_registration_nor_a_change_of_the_calendar() -> None:
+    registered = T.replace(minute=47, second=12, microsecond=400_000)  # 09:47:12.4
+    def view(cursor: datetime | None, expr: str = "0 9 * * *") -> ScheduleView:
+        return ScheduleView(schedule(cron_expr=expr, last_enqueued_at=cursor,
+                                     created_at=registered), None)
+
+    assert (view(None).last_fire, view(None).quiet_since) == (None, None)  # Awa's, unfired
+    at_registration = view(registered.replace(microsecond=0))
+    assert (at_registration.last_fire, at_registration.quiet_since) == (None, None)
+    # Even on a calendar that fires that very second, the registration is no fire.
+    assert view(registered.replace(microsecond=0), "* * * * * *").last_fire is None
+    changed = view(T.replace(hour=11, minute=3))  # the calendar changed at 11:03
+    assert (changed.last_fire, changed.quiet_since) == (None, T.replace(hour=11, minute=3))
+    fired = T + timedelta(days=1)  # 09:00 the next day: a fire time
+    assert (view(fired).last_fire, view(fired).quiet_since) == (fired, None)
+    imported = T - timedelta(days=3, minutes=7)  # a last run carried over by import
+    assert view(imported).last_fire == imported
+    assert view(registered.replace(microsecond=0), "nope").last_fire is None
+    assert view(fired, "nope").last_fire == fired  # unreadable: the cursor as it is
+
+
+def test_a_paused_schedule_reads_paused_and_a_retired_one_retired() -> None:
+    from awa_beat.cli.format import last_fire_text, next_fire_text
+    from awa_beat.markers import RETIRED_BY
+
+    nxt = T + timedelta(days=1)
+    assert next_fire_text(ScheduleView(schedule(), nxt)) == "2026-01-06 09:00:00"
+    assert next_fire_text(ScheduleView(schedule(paused_at=T, paused_by="ops"), nxt)) == "paused"
+    retired = schedule(paused_at=T, paused_by=RETIRED_BY)
+    assert next_fire_text(ScheduleView(retired, None)) == "retired (no run left)"
+    assert last_fire_text(ScheduleView(schedule(last_enqueued_at=T), None)) == "never"

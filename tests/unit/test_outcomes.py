@@ -196,6 +196,21 @@ def test_overdue_rules() -> None:
                    cursor_outcome="started", cursor_finished_at=None) == []  # not yet due
 
 
+def test_a_deadline_counts_from_a_fire_never_from_the_registration() -> None:
+    # Registered at 11:47:12.4 (the cursor is that second), a daily schedule at 03:00 has
+    # never been due two seconds later, nor after a change of its calendar at 11:50:00.
+    registered = datetime(2026, 12, 3, 11, 47, 12, 400_000, tzinfo=UTC)
+    cursor = registered.replace(microsecond=0)
+    for moved in (cursor, datetime(2026, 12, 3, 11, 50, tzinfo=UTC)):
+        assert overdue(moved + timedelta(seconds=2), cron_expr="0 3 * * *", cursor=moved,
+                       created_at=registered, deadline=1.0, cursor_outcome=None,
+                       cursor_finished_at=None) == []
+    fired = datetime(2026, 12, 4, 3, tzinfo=UTC)
+    assert overdue(fired + timedelta(seconds=2), cron_expr="0 3 * * *", cursor=fired,
+                   created_at=registered, deadline=1.0, cursor_outcome=None,
+                   cursor_finished_at=None) == ["deadline"]
+
+
 def test_spec_keys_are_validated_and_stored_in_metadata() -> None:
     entry = {"task": "t", "schedule": 60.0, "options": {"expires": 120, "awa_beat": {
         "overlap": "skip", "deadline": 300, "at_most_once": True}}}
