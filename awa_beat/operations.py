@@ -479,14 +479,15 @@ def last_fire(row: ScheduleRow) -> datetime | None:
 
 
 def next_fire(row: ScheduleRow, now: datetime) -> tuple[datetime | None, str | None]:
-    """The row's next fire after ``now``, and why it cannot fire if it cannot."""
+    """The row's next fire after ``now`` (None once retired: no run is left, whatever its
+    calendar says), and why it cannot fire if it cannot."""
     try:
         calendar = calendar_for(row.cron_expr, row.timezone)
     except AwaBeatError as exc:
         return None, str(exc)
     if row.missed_fire_policy not in POLICIES:
         return None, f"unknown missed-fire policy {row.missed_fire_policy!r}"
-    return next_fire_after(calendar, now), None
+    return (None if row.retired else next_fire_after(calendar, now)), None
 
 
 def never_fires_again(row: ScheduleRow, now: datetime) -> str | None:

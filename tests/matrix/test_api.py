@@ -45,12 +45,7 @@ def kept_bounds(name: str) -> Bounds:
 # -- reads -----------------------------------------------------------------------------------
 
 
-RETIRED_NEXT = "issue 34 defect 5: a retired schedule still reports its calendar's next fire"
-
-
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=RETIRED_NEXT))
-    if CATALOGUE[n].state == "retired" else n for n in NAMES])
+@pytest.mark.parametrize("name", NAMES)
 def test_get_shows_each_type_as_stored_with_its_next_fire(api: Schedules, name: str) -> None:
     entry = CATALOGUE[name]
     before = datetime.now(UTC)

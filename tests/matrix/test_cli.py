@@ -27,7 +27,6 @@ from tests.matrix.catalogue import (
 
 pytestmark = pytest.mark.integration
 UTC = timezone.utc
-RUNS_LEFT = "issue 34 defect 5: show lists next fires whatever runs are left"
 
 
 def cli(db: MatrixDB, *args: str) -> Any:
@@ -38,12 +37,6 @@ def cli_json(db: MatrixDB, *args: str) -> Any:
     result = cli(db, *args, "--json")
     assert result.exit_code == 0, result.output
     return json.loads(result.output)
-
-
-def with_marks(names: list[str], defects: dict[str, str]) -> list[Any]:
-    """``names`` as parameters, those in ``defects`` marked strict xfail with the reason."""
-    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=defects[n]))
-            if n in defects else n for n in names]
 
 
 def runs_left(name: str) -> int | None:
@@ -74,8 +67,7 @@ def test_list_shows_every_type(shared_matrix_db: MatrixDB) -> None:
     assert f"by {PAUSED_BY}" in text.output
 
 
-@pytest.mark.parametrize("name", with_marks(NAMES, {
-    "one-off": RUNS_LEFT, "bound-max-runs": RUNS_LEFT, "retired": RUNS_LEFT}))
+@pytest.mark.parametrize("name", NAMES)
 def test_show_each_type(shared_matrix_db: MatrixDB, name: str) -> None:
     entry = CATALOGUE[name]
     text = cli(shared_matrix_db, "show", name)
