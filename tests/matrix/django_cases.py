@@ -25,9 +25,6 @@ django = pytest.importorskip("django")
 
 CHANGELIST = "/admin/awa_beat/schedule/"
 ADD = "/admin/awa_beat/schedule/runtime/add/"
-MARKERS_500 = ("issue 34 defect 1: the Django admin answers 500 for solar, at, rrule and "
-               "bounded rows")
-MARKER_ROWS = {n for n, e in CATALOGUE.items() if e.marker not in (None, "every")}
 
 
 def edit_url(name: str) -> str:
@@ -79,7 +76,6 @@ def listed(html: str) -> set[str]:
     return {n for n in NAMES if f'value="{n}"' in html}  # each row's action checkbox
 
 
-@pytest.mark.xfail(strict=True, reason=MARKERS_500)
 def test_the_changelist_shows_every_type(client: Any) -> None:
     text = page_text(client, CHANGELIST)
     assert listed(text) == set(NAMES)
@@ -94,9 +90,7 @@ FILTERS = {
 }
 
 
-@pytest.mark.parametrize("query", [
-    pytest.param(q, marks=pytest.mark.xfail(strict=True, reason=MARKERS_500))
-    if names & MARKER_ROWS else q for q, names in FILTERS.items()])
+@pytest.mark.parametrize("query", list(FILTERS))
 def test_each_filter_and_search(client: Any, query: str) -> None:
     text = page_text(client, f"{CHANGELIST}?{query}")
     assert listed(text) == FILTERS[query]

@@ -31,10 +31,6 @@ from tests.matrix.catalogue import (
 pytestmark = pytest.mark.acceptance
 UTC = timezone.utc
 SHOTS = os.environ.get("AWA_BEAT_SCREENSHOTS")
-MARKERS_500 = "issue 34 defect 1: the dashboard answers 500 for solar, at, rrule and bounded rows"
-PAUSED_COUNTDOWN = "issue 34 defect 5: a paused schedule shows a next-fire countdown"
-MARKER_ROWS = {n for n, e in CATALOGUE.items() if e.marker not in (None, "every")}
-"""The rows whose page answers 500 today (defect 1)."""
 
 
 @pytest.fixture(scope="module")
@@ -90,12 +86,6 @@ def shown_names(page: Any) -> set[str]:
     return {rows.nth(i).get_attribute("data-name") for i in range(rows.count())}
 
 
-def marked(name: str, defects: dict[str, str]) -> Any:
-    reason = defects.get(name)
-    return pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=reason)
-                        ) if reason else name
-
-
 def utc_text(t: datetime | None) -> str:
     assert t is not None
     return t.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
@@ -104,7 +94,6 @@ def utc_text(t: datetime | None) -> str:
 # -- the list ----------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=MARKERS_500)
 def test_the_list_shows_every_type(page: Any, web_url: str, shared_matrix_db: MatrixDB,
                                    tmp_path: Path) -> None:
     response = page.goto(f"{web_url}/schedules")
@@ -143,9 +132,7 @@ FILTERS: dict[str, set[str]] = {
 }
 
 
-@pytest.mark.parametrize("query", [
-    pytest.param(q, marks=pytest.mark.xfail(strict=True, reason=MARKERS_500))
-    if names & MARKER_ROWS else q for q, names in FILTERS.items()])
+@pytest.mark.parametrize("query", list(FILTERS))
 def test_each_filter_and_search_shows_its_types(page: Any, web_url: str, query: str) -> None:
     goto(page, f"{web_url}/schedules?{query}")
     assert shown_names(page) == FILTERS[query]
@@ -159,10 +146,9 @@ def test_the_overdue_filter(page: Any, web_url: str, shared_matrix_db: MatrixDB)
     expect(page.locator("#total")).to_have_text("1 matching")
 
 
-@pytest.mark.xfail(strict=True, reason=MARKERS_500)
 def test_filtering_through_the_form(page: Any, web_url: str) -> None:
     goto(page, f"{web_url}/schedules")
-    page.fill("input[name=q]", "-")
+    page.fill("input[name=q]", "e")  # in both names
     page.select_option("select[name=paused]", "yes")
     page.select_option("select[name=owner]", "matrix")
     page.click("button:has-text('Filter')")
@@ -173,8 +159,7 @@ def test_filtering_through_the_form(page: Any, web_url: str) -> None:
 # -- each schedule's page ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", [marked(n, {
-    **{m: MARKERS_500 for m in MARKER_ROWS}, "paused": PAUSED_COUNTDOWN}) for n in NAMES])
+@pytest.mark.parametrize("name", NAMES)
 def test_the_page_of_each_type(page: Any, web_url: str, name: str) -> None:
     entry = CATALOGUE[name]
     goto(page, f"{web_url}/schedule?name={name}")
@@ -211,8 +196,7 @@ FORMS: dict[str, tuple[str, str, str, dict[str, str]]] = {
 }
 
 
-@pytest.mark.parametrize("name", [marked(n, {m: MARKERS_500 for m in MARKER_ROWS})
-                                  for n in FORMS])
+@pytest.mark.parametrize("name", list(FORMS))
 def test_add_each_type_through_the_form(page: Any, web_url: str, shared_matrix_db: MatrixDB,
                                         name: str) -> None:
     forms_on_standalone(shared_matrix_db)
@@ -244,8 +228,7 @@ def test_add_each_type_through_the_form(page: Any, web_url: str, shared_matrix_d
         expect(page.locator("#flash")).to_have_text("Paused.")
 
 
-@pytest.mark.parametrize("name", [marked(n, {m: MARKERS_500 for m in MARKER_ROWS})
-                                  for n in NAMES if CATALOGUE[n].owner == "runtime"])
+@pytest.mark.parametrize("name", [n for n in NAMES if CATALOGUE[n].owner == "runtime"])
 def test_edit_each_runtime_type_through_the_form(page: Any, web_url: str,
                                                  shared_matrix_db: MatrixDB, name: str) -> None:
     forms_on_standalone(shared_matrix_db)
