@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import threading
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -32,8 +31,8 @@ if CHROMIUM is None:
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
 expect = sync_api.expect
 
-from awa_beat.web import WebConfig, create_app  # noqa: E402 - only with the web extra
-from awa_beat.web.server import make  # noqa: E402
+from awa_beat.web import WebConfig  # noqa: E402 - only with the web extra
+from tests.web_server import serve  # noqa: E402 - re-exported for the matrix's tests
 
 PASSWORD = "correct horse battery staple"
 DSN_PASSWORD = "dsn-pw-never-shown"
@@ -75,20 +74,6 @@ def conn(db_url: str) -> Iterator[psycopg.Connection]:
     c = connect(db_url)
     yield c
     c.close()
-
-
-def serve(db_url: str, config: WebConfig) -> Iterator[str]:
-    app = create_app(db_url, config=config)
-    server = make(app, "127.0.0.1", 0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
-        app.close()
 
 
 @pytest.fixture(scope="module")

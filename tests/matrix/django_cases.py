@@ -9,7 +9,9 @@ filter and search, each type's change page, the actions, and the forms of runtim
 
 from __future__ import annotations
 
+import html
 import os
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +21,7 @@ from awa_beat.markers import RETIRED_BY
 from awa_beat.store import connect
 from tests.django_admin_cases import shown_fields
 from tests.matrix.catalogue import CATALOGUE, NAMES, PAUSED_BY, MatrixDB, stored_rows
+from tests.matrix.test_views import WORDS
 
 pytestmark = pytest.mark.integration
 django = pytest.importorskip("django")
@@ -94,6 +97,43 @@ FILTERS = {
 def test_each_filter_and_search(client: Any, query: str) -> None:
     text = page_text(client, f"{CHANGELIST}?{query}")
     assert listed(text) == FILTERS[query]
+
+
+def changelist_rows(html_text: str) -> dict[str, str]:
+    """The changelist's rows by schedule name."""
+    found = {}
+    for row in re.findall(r"<tr>(.*?)</tr>", html_text, re.S):
+        name = re.search(r'name="_selected_action" value="([^"]+)"', row)
+        if name:
+            found[name.group(1)] = row
+    return found
+
+
+def test_the_changelist_describes_every_type_in_words(client: Any) -> None:
+    rows = changelist_rows(html.unescape(page_text(client, CHANGELIST)))
+    for name in NAMES:
+        assert WORDS[name] in rows[name], rows[name]
+
+
+def test_next_and_last_fire_say_paused_and_never(client: Any) -> None:
+    # Issue 34 defect 5: no time to count to while paused; the cursor a registration
+    # left is no fire.
+    rows = changelist_rows(html.unescape(page_text(client, CHANGELIST)))
+    instant = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC"
+    for name in NAMES:
+        entry, row = CATALOGUE[name], rows[name]
+        next_cell = re.search(r'<td class="field-next_fire">(.*?)</td>', row, re.S)
+        last_cell = re.search(r'<td class="field-last_fire[^"]*">(.*?)</td>', row, re.S)
+        assert next_cell and last_cell, row
+        if entry.state == "retired":
+            assert next_cell.group(1) == "retired: no run left"
+            assert re.fullmatch(instant, last_cell.group(1))  # its last run fired
+            continue
+        assert last_cell.group(1) == "never", (name, last_cell.group(1))
+        if entry.paused:
+            assert next_cell.group(1).startswith("paused"), next_cell.group(1)
+        else:
+            assert re.fullmatch(instant, next_cell.group(1)), next_cell.group(1)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -12,7 +12,7 @@ import pytest
 # Skips this module as it skips its own without Chromium or Playwright.
 from tests.acceptance.test_web import WebConfig, serve
 from tests.matrix.test_validation import SPENT, nested, spent_url
-from tests.matrix.test_web import MARKERS_500, browser, page
+from tests.matrix.test_web import browser, page
 
 pytestmark = pytest.mark.acceptance
 __all__ = ["browser", "page", "spent_url"]  # fixtures
@@ -23,7 +23,6 @@ def dashboard(spent_url: str) -> Iterator[str]:
     yield from serve(spent_url, WebConfig())
 
 
-@pytest.mark.xfail(strict=True, reason=MARKERS_500)
 def test_dashboard_flags_rows_that_can_never_fire(dashboard: str, page: Any) -> None:
     page.goto(f"{dashboard}/schedules")
     flagged = page.locator("tr:has(.never-fires) td:first-child a")
