@@ -30,6 +30,7 @@ from .spec import (
     AWA_BEAT_OPTION,
     BRIDGE_OWNED_OPTIONS,
     MAX_INTERVAL_SECONDS,
+    MAX_JSON_DEPTH,
     OVERLAPS,
 )
 
@@ -139,14 +140,36 @@ def parse_solar(text: str) -> Any:
                             f"({exc})") from None
 
 
+class _TooDeep(Exception):
+    pass
+
+
+def _loads(text: str) -> Any:
+    """``json.loads``, refusing a value nested past :data:`~awa_beat.spec.MAX_JSON_DEPTH`
+    (:class:`_TooDeep`). Up to Python 3.12 the parser itself gives up with a
+    RecursionError long before it would exhaust the stack; from 3.13 it parses far deeper
+    values, so the depth is also checked, without recursion, once parsed."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise _TooDeep from None
+    level = [value]
+    for _ in range(MAX_JSON_DEPTH + 1):
+        level = [item for v in level if isinstance(v, (list, dict))
+                 for item in (v.values() if isinstance(v, dict) else v)]
+        if not level:
+            return value
+    raise _TooDeep
+
+
 def _json_value(option: str, text: str | None, kind: type) -> Any:
     if text is None:
         return None
     try:
-        value = json.loads(text)
+        value = _loads(text)
     except ValueError as exc:
         raise ScheduleError(f"{option}: not valid JSON ({exc})") from None
-    except RecursionError:
+    except _TooDeep:
         raise ScheduleError(f"{option}: nested too deep") from None
     if not isinstance(value, kind):
         raise ScheduleError(f"{option}: must be a JSON {'list' if kind is list else 'object'}")
@@ -229,10 +252,10 @@ def _options(items: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
         if not sep or not key:
             raise _Refused("option", f"{item!r}: give KEY=JSON, e.g. expires=3600")
         try:
-            value = json.loads(text)
+            value = _loads(text)
         except ValueError:
             value = text  # a bare word: a string
-        except RecursionError:
+        except _TooDeep:
             raise _Refused("option", f"{key}: nested too deep") from None
         if key == AWA_BEAT_OPTION:
             if not isinstance(value, dict):
