@@ -6,9 +6,11 @@ expression as five fields. Day of month and day of week, when both are restricte
 ORed as Awa does, and the description says "or".
 
 awa-beat's markers are described too: ``@solar sunrise 48.85 2.35`` is "at sunrise at
-48.85, 2.35", ``@at 2027-01-01T00:00:00Z | runs=1`` "once, at 2027-01-01 00:00 UTC", an
-rrule by its frequency, days, time, start, count and end, and bounds follow after a
-semicolon ("...; from 2027-01-01 00:00 UTC until 2027-06-30 00:00 UTC, at most 3 runs").
+48.85, 2.35"; ``@crontab 0 9 1-7 * 1`` (Celery's crontab, which ANDs the two day fields)
+"at 09:00, on days 1 through 7 of the month, if it falls on Monday";
+``@at 2027-01-01T00:00:00Z | runs=1`` "once, at 2027-01-01 00:00 UTC"; an rrule by its
+frequency, days, time, start, count and end; bounds follow after a semicolon ("...; from
+2027-01-01 00:00 UTC until 2027-06-30 00:00 UTC, at most 3 runs").
 """
 
 from __future__ import annotations
@@ -64,6 +66,10 @@ def _words(expr: str) -> str:
         words = f"every {duration(seconds)}" if seconds is not None else head
     elif kind == "@cron":
         words = _cron(rest)
+    elif kind == "@crontab":
+        fields, _, dst = rest.partition(" dst=")
+        words = _cron(fields, both_days=True) + (
+            " (Celery's steps over clock changes)" if dst == "celery" else "")
     elif kind == "@solar":
         words = _solar(rest)
     elif kind == "@at":
@@ -195,8 +201,9 @@ def _rrule_time(freq: str, local: datetime, hours: str | None, minutes: str | No
     return ", ".join(parts)
 
 
-def _cron(expr: str) -> str:
-    """An Awa cron expression (five or six fields, or an alias) in words."""
+def _cron(expr: str, *, both_days: bool = False) -> str:
+    """An Awa cron expression (five or six fields, or an alias) in words; ``both_days``:
+    a day must match the day of the month *and* the day of the week (Celery's rule)."""
     seconds = every_seconds(expr)
     if seconds is not None:
         return f"every {duration(seconds)}"
@@ -209,7 +216,7 @@ def _cron(expr: str) -> str:
         fields.insert(0, "0")
     sec, minute, hour, dom, month, dow = fields
     parts = [_time(sec, minute, hour)]
-    days = _days(dom, dow)
+    days = _days(dom, dow, both_days)
     if days:
         parts.append(days)
     elif month == "*" and re.match(r"at \d\d:\d\d", parts[0]):
@@ -298,13 +305,16 @@ def _items(field: str, unit: str, name: Callable[[str], str],
     return out
 
 
-def _days(dom: str, dow: str) -> str:
-    """Days of month and of week; Awa ORs them when both are restricted."""
+def _days(dom: str, dow: str, both: bool = False) -> str:
+    """Days of month and of week; Awa ORs them when both are restricted, Celery's
+    crontab (``both``) ANDs them."""
     parts = []
     if dom != "*":
         parts.append(_month_days(dom))
     if dow != "*":
         parts.append(_week_days(dow))
+    if both and len(parts) == 2:
+        return f"{parts[0]}, if it falls {parts[1]}"
     return " or ".join(parts)
 
 

@@ -75,6 +75,11 @@ def test_duration() -> None:
     ("@cron * * * * * * | runs=2", "every second; at most 2 runs"),
     ("@solar sunset 0 0 | end=2030-01-01T00:00:00Z",
      "at sunset at 0, 0; until 2030-01-01 00:00 UTC"),
+    # Celery's crontab ANDs the day fields where Awa ORs them.
+    ("@crontab 0 9 1-7 * 1", "at 09:00, on days 1 through 7 of the month, if it falls on Monday"),
+    ("@crontab 30 2 * * * dst=celery", "at 02:30, every day (Celery's steps over clock changes)"),
+    ("@crontab 0 9 15 * 5 | runs=2",
+     "at 09:00, on day 15 of the month, if it falls on Friday; at most 2 runs"),
 ])
 def test_solar_at_and_bounds_in_words(expr: str, words: str) -> None:
     assert describe(expr) == words
