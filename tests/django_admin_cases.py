@@ -129,6 +129,8 @@ def shown_fields(html: str) -> dict[str, str]:
             a = dict(attrs)
             if tag == "input" and a.get("type") == "text" and "disabled" not in a:
                 found[str(a["name"])] = a.get("value") or ""
+            elif tag == "input" and a.get("type") == "checkbox" and "checked" in a:
+                found[str(a["name"])] = a.get("value") or "on"
             elif tag == "select":
                 self.select = a.get("name")
                 found.setdefault(str(self.select), "")

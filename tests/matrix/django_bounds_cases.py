@@ -1,6 +1,8 @@
 """The bounds of every schedule type in a real Django project's admin: shown on the
-change page, set, kept by an edit of the calendar and removed on the runtime form, on a
-throw-away database of the layout $AWA_BEAT_MATRIX_LAYOUT holding the catalogue.
+change page, set, kept by an edit of the calendar and removed on the runtime form, on the
+database of the layout $AWA_BEAT_MATRIX_LAYOUT that the runner made
+($AWA_BEAT_DJANGO_TEST_URL: the catalogue, every type owned at run time). The project is
+tests/matrix/django_cases.py's.
 
 Run by tests/matrix/test_bounds_forms.py in a pytest of its own per layout: Django takes
 one configuration per process.
@@ -8,23 +10,23 @@ one configuration per process.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from datetime import datetime, timezone
-from html.parser import HTMLParser
 from typing import Any
 
 import pytest
 
 from awa_beat.operations import ScheduleBounds
 from awa_beat.store import Store
-from awa_beat.testing import TempDatabases
-from tests.matrix.catalogue import CATALOGUE, NAMES, store_catalogue, stored_rows
+from tests.django_admin_cases import shown_fields
+from tests.matrix import django_cases
+from tests.matrix.catalogue import CATALOGUE, NAMES, MatrixDB, stored_rows
 
 pytestmark = pytest.mark.integration
 django = pytest.importorskip("django")
+#: The project and the superuser's client of the matrix's own admin cases.
+matrix = django_cases.matrix
+client = django_cases.client
 UTC = timezone.utc
-LAYOUT = os.environ.get("AWA_BEAT_MATRIX_LAYOUT", "standalone")
 BOUNDABLE = [n for n in NAMES if CATALOGUE[n].marker != "at"]
 #: What the change page shows of each type's bounds, as the catalogue stores them.
 CHANGE_PAGE = {
@@ -37,58 +39,9 @@ OTHER = {"grid-interval": "0 */20 * * * *", "offgrid-interval": "11",
 
 
 @pytest.fixture(scope="module")
-def project(databases: TempDatabases) -> Iterator[str]:
-    url = databases.fresh(LAYOUT)
-    store_catalogue(url, owner="runtime")
-    os.environ["AWA_BEAT_DJANGO_TEST_URL"] = url
-    os.environ["DJANGO_SETTINGS_MODULE"] = "tests.django_settings"
-    django.setup()
-    from django.core.management import call_command
-    from django.db import connections
-
-    call_command("migrate", verbosity=0)
-    from django.contrib.auth.models import User
-
-    User.objects.create_superuser("root", "root@example.invalid", "pw")
-    yield url
-    from awa_beat.contrib.django.operations import close
-
-    close()
-    connections.close_all()
-
-
-@pytest.fixture
-def client(project: str) -> Any:
-    from django.test import Client
-
-    c = Client()
-    c.login(username="root", password="pw")
-    return c
-
-
-def form_fields(html: str) -> dict[str, str]:
-    """The runtime form's fields as the browser would post them back untouched."""
-    found: dict[str, str] = {}
-
-    class Fields(HTMLParser):
-        select: str | None = None
-
-        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-            a = dict(attrs)
-            name = a.get("name")
-            if tag == "input" and name and "disabled" not in a:
-                if a.get("type") == "text":
-                    found[name] = a.get("value") or ""
-                elif a.get("type") == "checkbox" and "checked" in a:
-                    found[name] = "on"
-            elif tag == "select":
-                self.select = name
-                found.setdefault(str(name), "")
-            elif tag == "option" and self.select and "selected" in a:
-                found[self.select] = a.get("value") or ""
-
-    Fields().feed(html)
-    return found
+def project(matrix: MatrixDB) -> str:
+    """The database the runner made: every type owned at run time."""
+    return matrix.url
 
 
 def edit_url(name: str) -> str:
@@ -104,7 +57,7 @@ def bounds_of(url: str, name: str) -> tuple[Any, ...]:
 def shown_form(client: Any, name: str) -> dict[str, str]:
     page = client.get(edit_url(name))
     assert page.status_code == 200
-    return form_fields(page.content.decode())
+    return shown_fields(page.content.decode())
 
 
 def save(client: Any, name: str, values: dict[str, str]) -> Any:
@@ -148,13 +101,13 @@ def test_the_runtime_form_sets_keeps_and_removes_each_bound(client: Any, project
     values["one_off"] = "on"
     assert save(client, name, values).status_code == 302
     assert bounds_of(project, name)[2:4] == (1, True)
-    assert shown_form(client, name).get("one_off") == "on"
+    assert shown_form(client, name).get("one_off")  # checked
 
 
 def test_at_refuses_a_run_limit_next_to_its_field(client: Any, project: str) -> None:
     before = stored_rows(project)["at"]
     values = shown_form(client, "at")
-    assert values.get("one_off") == "on" and values["kind"] == "at"
+    assert values.get("one_off") and values["kind"] == "at"
     values["max_runs"] = "3"
     page = save(client, "at", values)
     assert page.status_code == 400

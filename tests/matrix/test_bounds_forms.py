@@ -208,12 +208,16 @@ def test_dashboard_a_bad_bound_is_named_and_nothing_is_written(
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_django_admin_change_page_and_runtime_form(layout: str) -> None:
-    """The admin's cases (django_bounds_cases.py) in a pytest of their own: Django takes
-    one configuration per process."""
+def test_django_admin_change_page_and_runtime_form(databases: TempDatabases,
+                                                    layout: str) -> None:
+    """The admin's cases (django_bounds_cases.py) in a pytest of their own, on a database
+    holding every type owned at run time: Django takes one configuration per process."""
+    url = databases.fresh(layout)
+    store_catalogue(url, owner="runtime")
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     env["AWA_BEAT_MATRIX_LAYOUT"] = layout
+    env["AWA_BEAT_DJANGO_TEST_URL"] = url
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
          str(ROOT / "tests" / "matrix" / "django_bounds_cases.py")],
