@@ -27,6 +27,8 @@ from .node import BeatNode, NodeHooks
 from .spec import specs_from_beat_schedule
 
 logger = logging.getLogger(__name__)
+#: Celery's beat_schedule_filename by default: what ``celery beat`` passes without ``-s``.
+_DEFAULT_SCHEDULE_FILE = "celerybeat-schedule"
 
 
 def _refuse(message: str, *, hard: bool = False) -> NoReturn:
@@ -93,7 +95,14 @@ class Scheduler(beat.Scheduler):
         self._ticking = False
         self._stopping = False
         """close() was called during a tick (Celery's SIGTERM handler): the tick closes."""
-        kwargs.pop("max_interval", None)
+        # celery beat --max-interval (or beat_max_loop_interval): the longest wait between
+        # two steps, honoured; Celery passes 0 or None when neither is set.
+        given = kwargs.pop("max_interval", None)
+        self.max_interval_given = (float(given) if isinstance(given, (int, float))
+                                   and not isinstance(given, bool) and given > 0 else None)
+        if self.max_interval_given is not None:
+            self.max_interval = self.max_interval_given
+        self.schedule_file = kwargs.get("schedule_filename")
         super().__init__(app, *args, lazy=lazy, max_interval=self.max_interval, **kwargs)
 
     # -- Celery's contract ----------------------------------------------------------------------
@@ -103,6 +112,7 @@ class Scheduler(beat.Scheduler):
         try:
             if self.settings.log_format == "json":
                 use_json()  # Celery has set its handlers up by now
+            self._log_command_line()
             self.node = self._node()
             if self.settings.http_port is not None:
                 # Before the start-up: probes answer while it syncs or waits for the
@@ -116,6 +126,19 @@ class Scheduler(beat.Scheduler):
         finally:
             Scheduler._setting_up = False
 
+    def _log_command_line(self) -> None:
+        """Say what becomes of ``celery beat``'s ``--max-interval`` and ``-s FILE``."""
+        if self.max_interval_given is not None:
+            event(logger, logging.INFO, "beat.max_interval",
+                  "beat: --max-interval %s s honoured: at most that long between two "
+                  "steps (a step is also taken whenever a fire is due)",
+                  f"{self.max_interval_given:g}", seconds=self.max_interval_given)
+        if self.schedule_file and self.schedule_file != _DEFAULT_SCHEDULE_FILE:
+            event(logger, logging.WARNING, "beat.schedule_file",
+                  "beat: -s %s ignored: awa-beat keeps the schedule and its last runs in "
+                  "PostgreSQL and writes no schedule file (import one with awa-beat import "
+                  "--from-file)", self.schedule_file, path=self.schedule_file)
+
     def _node(self) -> BeatNode:
         settings = self.settings
         specs = specs_from_beat_schedule(
@@ -127,8 +150,11 @@ class Scheduler(beat.Scheduler):
             event(logger, logging.WARNING, "beat.embedded",
                   "beat: no awa_beat_database_url / AWA_BEAT_DATABASE_URL set; using an "
                   "embedded PostgreSQL in %s, for trying things out only", default_data_dir())
-        return BeatNode(settings, specs, database_url=self.database_url, clock=self.clock,
+        node = BeatNode(settings, specs, database_url=self.database_url, clock=self.clock,
                         make_outbox=self._outbox, hooks=self.hooks)
+        if self.max_interval_given is not None:
+            node.max_wait = self.max_interval_given
+        return node
 
     def _endpoint(self, node: BeatNode) -> Any:
         from .http import Endpoint

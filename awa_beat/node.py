@@ -287,6 +287,10 @@ class BeatNode:
     thread-safe, except :meth:`close`, which may run from a signal handler between two
     steps of :meth:`tick` only through the caller's own care (see the Celery adapter)."""
 
+    #: The longest a step waits or asks its caller to wait (``celery beat
+    #: --max-interval``); steps come sooner whenever a fire or a duty is due.
+    max_wait: float = float("inf")
+
     def __init__(
         self,
         settings: Settings,
@@ -566,7 +570,8 @@ class BeatNode:
         # Measured after publishing, so time spent on the broker does not delay fires.
         now = self._monotonic()
         timers = self.timers
-        wait = min(self.engine.wait(), timers.ping.left(now), timers.sync.left(now))
+        wait = min(self.engine.wait(), timers.ping.left(now), timers.sync.left(now),
+                   self.max_wait)
         if not self.leadership.listening:
             return max(0.0, wait)  # the caller sleeps; the engine polls every second
         # Sleep on the lock's connection instead of in the caller's loop: a change to
@@ -708,8 +713,8 @@ class BeatNode:
         assert self.engine is not None
         timers = self.timers
         if not self.leadership.subscribed:
-            return timers.election.left(now)
-        wait = min(timers.election.left(now), timers.standby_refresh.left(now))
+            return min(timers.election.left(now), self.max_wait)
+        wait = min(timers.election.left(now), timers.standby_refresh.left(now), self.max_wait)
         if self._elected_once:  # no heartbeat is written before the first election
             wait = min(wait, timers.heartbeat.left(now))
         # Our own writes are passed over (a standby writes only its heartbeat); the

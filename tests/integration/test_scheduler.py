@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
@@ -409,3 +410,34 @@ def test_sigterm_during_start_up_stops_beat_and_starts_nothing_twice(databases,
     with psycopg.connect(databases.server_url, autocommit=True) as admin:
         wait_for(lambda: backend_count(admin, dbname) == 0, 10,
                  "the interrupted start-up's sessions to close")
+
+
+def test_max_interval_is_honoured_and_a_schedule_file_ignored_each_with_a_log_line(
+        db_url: str, caplog) -> None:
+    """celery beat --max-interval 0.2 -s FILE: the idle leader, which would otherwise
+    wait for its next ping (30 s), steps at least every 0.2 s; the file is not used."""
+    with caplog.at_level("INFO", logger="awa_beat"):
+        scheduler = Scheduler(app=make_app(db_url, YEARLY), max_interval=0.2,
+                              schedule_filename="/var/lib/beat/celerybeat-schedule")
+    try:
+        _lead(scheduler)
+        began = time.monotonic()
+        waits = [scheduler.tick() for _ in range(3)]
+        elapsed = time.monotonic() - began
+    finally:
+        scheduler.close()
+    assert all(w <= 0.2 for w in waits) and elapsed < 3, (waits, elapsed)
+    lines = {r.action: r.getMessage() for r in caplog.records if hasattr(r, "action")}
+    assert "--max-interval 0.2 s honoured" in lines["beat.max_interval"]
+    assert "-s /var/lib/beat/celerybeat-schedule ignored" in lines["beat.schedule_file"]
+    assert scheduler.max_interval == 0.2  # what Celery's banner shows
+
+
+def test_without_the_options_no_line_and_no_cap(db_url: str, caplog) -> None:
+    with caplog.at_level("INFO", logger="awa_beat"):
+        scheduler = Scheduler(app=make_app(db_url, YEARLY), max_interval=0,
+                              schedule_filename="celerybeat-schedule")
+    scheduler.close()
+    actions = {getattr(r, "action", None) for r in caplog.records}
+    assert not actions & {"beat.max_interval", "beat.schedule_file"}
+    assert scheduler.node is not None and scheduler.node.max_wait == float("inf")
