@@ -55,7 +55,7 @@ import psycopg
 
 from .config import Settings
 from .errors import ValidationError
-from .operations import Operations, ScheduleView, find_database_url, settings_for, utcnow
+from .operations import Operations, ScheduleView, find_database_url, settings_for
 from .spec import ScheduleSpec
 from .store import Store
 
@@ -99,7 +99,7 @@ class Schedules:
             store.close()
             raise
         self._ops = Operations(store, deployment=self.settings.deployment,
-                               settings=self.settings, clock=utcnow)
+                               settings=self.settings)
 
     @classmethod
     def from_app(cls, app: Any, *, database_url: str | None = None,

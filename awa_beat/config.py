@@ -19,6 +19,9 @@ DEFAULT_LOCK_KEY = int.from_bytes(b"AWA_BEAT", "big")
 AWA_MAIN_LOCK_KEY = 4708303813012965710
 #: Seconds after which the server drops the lock of a leader that stopped answering.
 DEFAULT_LOCK_TIMEOUT = 8.0
+#: Seconds a beat's clock may differ from the database's before it may not lead, and
+#: how far past the database's now() a fire may be dated.
+DEFAULT_CLOCK_TOLERANCE = 2.0
 HOUR = 3600
 DAY = 24 * HOUR
 
@@ -144,6 +147,9 @@ class Settings:
     """Whose rule a crontab follows in a skipped or repeated wall hour: ``awa`` (Awa's,
     which an Awa leader sharing the table also fires) or ``celery`` (Celery's, stored as
     a marker only awa-beat fires). An entry's ``options["awa_beat"]["dst"]`` wins."""
+    clock_tolerance: float = DEFAULT_CLOCK_TOLERANCE
+    """Seconds this host's clock may differ from the database's: beyond it the beat does
+    not lead, and no fire is dated later than the database's now() plus this."""
 
     @classmethod
     def from_app(cls, conf: Any, environ: Mapping[str, str] | None = None,
@@ -200,6 +206,8 @@ class Settings:
                                       defaults.outcome_retention, minimum=0.01,
                                       maximum=36_500),
             dst=_choice(get("dst"), "dst", ("awa", "celery")) or defaults.dst,
+            clock_tolerance=_number(get("clock_tolerance"), "clock_tolerance", float,
+                                    defaults.clock_tolerance, minimum=0.1, maximum=600),
         )
 
 

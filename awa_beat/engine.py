@@ -272,8 +272,9 @@ class EngineStats:
 
 #: Why a due fire time was not fired here: another evaluator fired it first (or the row
 #: was paused, edited or removed meanwhile), the row is invalid, the database refused it
-#: (retried a second later), or its last run had not finished (``overlap: skip``).
-SKIP_REASONS: tuple[str, ...] = ("concurrent", "invalid", "failed", "overlap")
+#: (retried a second later), its last run had not finished (``overlap: skip``), or its
+#: fire time is ahead of the database's clock (this host's clock is fast; retried).
+SKIP_REASONS: tuple[str, ...] = ("concurrent", "invalid", "failed", "overlap", "clock_ahead")
 #: The outcome of a schedule's last fire, as beat saw it.
 OUTCOMES = ("fired", *SKIP_REASONS)
 
@@ -882,9 +883,19 @@ class Engine:
                   "beat: skipped %s for %s: its last run has not finished (overlap=skip)",
                   job.name, job.fire_time, schedule=job.name, fire_time=job.fire_time)
         lost = []
+        ahead = set(result.ahead)
+        if ahead:
+            self._refused_ahead(len(ahead))
         for request in requests:
             entry = entries[request.name]
-            if request.name in fired:
+            if request.name in ahead:
+                # Due again at its own fire time, not at this clock's now plus a delay:
+                # once the clock is put right, that time is still to come. The node
+                # measures the skew at once and stands down meanwhile.
+                self._skipped(request, "clock_ahead")
+                self._schedule(entry)
+                self._retrying.add(request.name)
+            elif request.name in fired:
                 self._retrying.discard(request.name)
                 skips = overlapped.get(request.name, 0)
                 if skips:
@@ -944,6 +955,13 @@ class Engine:
                     self._put(held)
                 else:
                     self._set(self._entry(row))
+
+    @staticmethod
+    def _refused_ahead(count: int) -> None:
+        event(logger, logging.WARNING, "fire.clock_ahead",
+              "beat: the database refused to fire %d schedule(s): their fire times are "
+              "later than its clock plus awa_beat_clock_tolerance (this host's clock is "
+              "fast)", count, schedules=count)
 
     def _skipped(self, request: FireRequest, reason: str) -> None:
         self.stats.skipped[reason] += len(request.fire_times)

@@ -11,8 +11,10 @@ probe: that is what ``/healthz`` reports.
   the bound follows the loop's own cadence rather than a guess at its longest sleep.
 * ``/readyz`` (readiness): the node has started and knows its role (a standby is
   ready), and its latest database operation reached the database, no longer ago than
-  :data:`CONTACT_WINDOW`. Every replica talks to the database every few seconds (a
-  heartbeat, a standby's refresh, the leader's passes), so this costs no query.
+  :data:`CONTACT_WINDOW`, and its clock is within ``awa_beat_clock_tolerance`` of the
+  database's (a replica that may not lead is not ready). Every replica talks to the
+  database every few seconds (a heartbeat, a standby's refresh, the leader's passes), so
+  this costs no query.
 
 The accept loop sleeps in ``select()`` on the listening socket and a wake-up pipe,
 with no timeout: an endpoint no one calls costs the process nothing.
@@ -72,6 +74,9 @@ def readiness(node: BeatNode, now: float) -> tuple[bool, str]:
     role = node.status().role
     if not node.elected_once:
         return False, "starting: no election yet"
+    if node.clock_problem is not None:
+        # A replica that may not lead is no standby to count on either.
+        return False, f"{role}: {node.clock_problem}"
     store = node.store
     contact = store.contact if store is not None else None
     if contact is None or not contact.reachable:

@@ -9,6 +9,11 @@ States and steps::
 * A follower calls :meth:`Leadership.try_acquire` every election interval.
 * A leader calls :meth:`Leadership.ping` every ping interval; a failed ping means the
   session (and so the lock) may be gone, so leadership ends at once.
+* Time comes from the database: each election attempt and each ping first measures
+  this host's clock against the server's (:func:`~awa_beat.store.clock_skew`). Beyond the clock
+  tolerance a follower does not try for the lock and a leader stands down, so that a
+  standby whose clock is right takes over (the fire statement refuses fires dated past
+  the database's clock anyway: this keeps a skewed beat from holding the lock idle).
 * :meth:`Leadership.resign` unlocks and closes the connection, so a standby takes over
   within its election interval.
 * A leader may :meth:`Leadership.listen` on the same connection and sleep in
@@ -35,14 +40,41 @@ from contextlib import AbstractContextManager
 import psycopg
 import psycopg.sql
 
-from .config import AWA_MAIN_LOCK_KEY, DEFAULT_LOCK_KEY, DEFAULT_LOCK_TIMEOUT, redact
+from .config import (
+    AWA_MAIN_LOCK_KEY,
+    DEFAULT_CLOCK_TOLERANCE,
+    DEFAULT_LOCK_KEY,
+    DEFAULT_LOCK_TIMEOUT,
+    redact,
+)
 from .errors import AwaBeatError, ConfigError, SessionLockUnsupported, StoreError, first_line
 from .logs import event
 from .sql import queries
-from .store import connect, keepalives, one_row, process_identity, typed_error
+from .store import (
+    connect,
+    keepalives,
+    one_row,
+    process_identity,
+    read_skew,
+    typed_error,
+)
 
 logger = logging.getLogger(__name__)
 
+
+def skew_words(skew: float) -> str:
+    """A skew (see :func:`clock_skew`) in words: ``"3600.0 s ahead of the database's"``."""
+    way = "behind" if skew > 0 else "ahead of"
+    return f"{abs(skew):.1f} s {way} the database's"
+
+
+def skew_problem(skew: float, tolerance: float) -> str | None:
+    """Why a host whose clock is ``skew`` seconds behind the database's (negative:
+    ahead) may not lead, or None when it is within ``tolerance`` seconds."""
+    if abs(skew) <= tolerance:
+        return None
+    return (f"this host's clock is {skew_words(skew)} "
+            f"(awa_beat_clock_tolerance: {tolerance:g} s)")
 
 
 class Leadership:
@@ -50,13 +82,18 @@ class Leadership:
 
     def __init__(self, conninfo: str, lock_key: int = DEFAULT_LOCK_KEY, *,
                  probe: Callable[[], AbstractContextManager[psycopg.Connection]] | None = None,
-                 lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> None:
+                 lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+                 clock_tolerance: float = DEFAULT_CLOCK_TOLERANCE,
+                 wall: Callable[[], float] = time.time) -> None:
         """``probe`` lends another connection to the same database for the check that
         session locks hold (a pool's, say); without it, one is opened for the check.
 
         ``lock_timeout``: seconds after which the server drops the lock's session of a
         leader that stopped answering (a dead host, a silent partition), so that a
-        standby can take over; the leader's own side gives up on the server as fast."""
+        standby can take over; the leader's own side gives up on the server as fast.
+
+        ``clock_tolerance``: seconds this host's clock (``wall``, epoch seconds) may
+        differ from the database's for it to lead."""
         if lock_key == AWA_MAIN_LOCK_KEY:
             raise ConfigError("awa_beat_lock_key must not be Awa's own lock key (AWA_MAIN)")
         self.conninfo = conninfo
@@ -71,6 +108,13 @@ class Leadership:
         self.backend_pid: int | None = None
         """The server's pid of the lock's session while leading: what the outbox's fence
         checks the lock against."""
+        self.clock_tolerance = clock_tolerance
+        self._wall = wall
+        self.skew: float | None = None
+        """Seconds the database's clock was ahead of this host's at the last measure
+        (negative: behind), or None before the first."""
+        self.clock_problem: str | None = None
+        """Why this host's clock keeps it from leading, or None."""
 
     def __repr__(self) -> str:
         state = "leader" if self.is_leader else "follower"
@@ -86,6 +130,8 @@ class Leadership:
             return True
         try:
             conn = self.connection()
+            if self._clock_refuses(conn, "will not lead"):
+                return False
             row = conn.execute(queries["try_advisory_lock"], {"key": self.lock_key}).fetchone()
             if not (row and row[0]):
                 return False
@@ -109,7 +155,11 @@ class Leadership:
         if not self.is_leader or self._conn is None:
             return False
         try:
-            self._conn.execute(queries["ping"])
+            # The clock's reading is the ping: one round trip checks the session and
+            # measures the skew.
+            if self._clock_refuses(self._conn, "stands down"):
+                self._lose()
+                return False
         except psycopg.Error as exc:
             event(logger, logging.WARNING, "leader.lost",
                   "beat: %s lost leadership (lock key %s): ping failed: %s", self.identity,
@@ -118,6 +168,23 @@ class Leadership:
             self._lose()
             return False
         return True
+
+    def _clock_refuses(self, conn: psycopg.Connection, action: str) -> bool:
+        """Measure the skew on ``conn``; True (said once, when it starts) when it is
+        beyond the tolerance."""
+        self.skew = read_skew(conn, self._wall)
+        problem = skew_problem(self.skew, self.clock_tolerance)
+        if problem is not None and self.clock_problem is None:
+            event(logger, logging.ERROR, "leader.clock_skew", "beat: %s %s: %s",
+                  self.identity, action, problem, identity=self.identity,
+                  skew=round(self.skew, 3), tolerance=self.clock_tolerance)
+        elif problem is None and self.clock_problem is not None:
+            event(logger, logging.INFO, "leader.clock_ok",
+                  "beat: %s: this host's clock is within %g s of the database's again",
+                  self.identity, self.clock_tolerance, identity=self.identity,
+                  skew=round(self.skew, 3))
+        self.clock_problem = problem
+        return problem is not None
 
     @property
     def listening(self) -> bool:

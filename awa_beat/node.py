@@ -172,6 +172,7 @@ class NodeStore(EngineStore, Protocol):
     origin: str
     awa_owned: bool
     contact: Contact
+    clock_tolerance: float
 
     @property
     def change_channel(self) -> str | None: ...
@@ -239,10 +240,11 @@ def _default_store(url: str, origin: str) -> NodeStore:
 
 def _default_leadership(url: str, lock_key: int,
                         probe: Callable[[], AbstractContextManager[Any]], *,
-                        lock_timeout: float) -> LeadershipLike:
+                        lock_timeout: float, clock_tolerance: float) -> LeadershipLike:
     from .leader import Leadership
 
-    return Leadership(url, lock_key, probe=probe, lock_timeout=lock_timeout)
+    return Leadership(url, lock_key, probe=probe, lock_timeout=lock_timeout,
+                      clock_tolerance=clock_tolerance)
 
 
 def encode_batches(specs: Sequence[ScheduleSpec], deployment: str) -> list[SyncBatch]:
@@ -394,7 +396,9 @@ class BeatNode:
         # opened for either alone.
         self.leadership = self._make_leadership(self.database_url, settings.lock_key,
                                                 store.connection,
-                                                lock_timeout=settings.lock_timeout)
+                                                lock_timeout=settings.lock_timeout,
+                                                clock_tolerance=settings.clock_tolerance)
+        store.clock_tolerance = settings.clock_tolerance
         store.open(conn=self.leadership.connection())
         try:
             store.check_schema()  # needs no CREATE privilege once migrated
@@ -448,6 +452,17 @@ class BeatNode:
         lag = self.engine.last_lag if (leading and self.engine is not None) else None
         return NodeStatus(self.identity, role, since, lag, not self._outage)
 
+    @property
+    def clock_skew(self) -> float | None:
+        """Seconds the database's clock was ahead of this host's at the last measure
+        (negative: behind); None before the first, or where nothing measures it."""
+        return getattr(self.leadership, "skew", None)
+
+    @property
+    def clock_problem(self) -> str | None:
+        """Why this host's clock keeps this replica from leading, or None."""
+        return getattr(self.leadership, "clock_problem", None)
+
     # -- the loop --------------------------------------------------------------------------
 
     def tick(self, now: float | None = None) -> float:
@@ -481,9 +496,14 @@ class BeatNode:
             self.timers.ping.set(now, self.settings.ping_interval)
             if not self.leadership.ping():
                 return 0.0
+        ahead = self.engine.stats.skipped["clock_ahead"]
         try:
             self._resync_slice(now)
             self.engine.run_pass()
+            if self.engine.stats.skipped["clock_ahead"] > ahead:
+                # The database refused fires dated past its clock: measure the skew at
+                # the next step, which stands down if it is beyond the tolerance.
+                self.timers.ping.expire()
             self.stats.last_pass_at = self._monotonic()
             more = self._dispatch(now)
         except UnknownSchema:  # not an outage: running on makes no sense
@@ -750,7 +770,8 @@ class BeatNode:
                 deployment=self.settings.deployment, lock_key=self.settings.lock_key,
                 role=status.role, started_at=self._started_at,
                 leader_since=status.leader_since, publishes=self.outbox is not None,
-                last_lag_ms=None if status.last_lag is None else status.last_lag * 1000)
+                last_lag_ms=None if status.last_lag is None else status.last_lag * 1000,
+                clock_skew_ms=None if self.clock_skew is None else self.clock_skew * 1000)
         purge = getattr(self.store, "purge_outcomes", None)
         if status.role == "leader" and purge is not None and now >= self._outcome_purge_at:
             self._outcome_purge_at = now + OUTCOME_PURGE_INTERVAL

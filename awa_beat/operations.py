@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import getpass
 import socket
+import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field, fields
@@ -46,7 +47,7 @@ from .fire_times import (
     every_seconds,
     next_fire_after,
 )
-from .leader import Leadership
+from .leader import Leadership, skew_words
 from .markers import Bounds, instant_text, is_marker, max_runs, split_bounds
 from .records import ScheduleRow
 from .spec import (
@@ -302,6 +303,9 @@ class BeatView:
     leader_since: datetime | None
     seen_at: datetime
     last_lag_ms: float | None
+    clock_skew_ms: float | None
+    """Its clock against the database's at its last election or ping, in milliseconds
+    (positive: the database's is ahead, the host's behind); None: not measured yet."""
     age: timedelta
     """How long ago it was seen, by the database's clock."""
     holds_lock: bool
@@ -313,6 +317,11 @@ class BeatView:
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> BeatView:
         return cls(**{f.name: row[f.name] for f in fields(cls)})
+
+    @property
+    def clock(self) -> str:
+        """Its clock against the database's, in words ("-": not measured yet)."""
+        return "-" if self.clock_skew_ms is None else skew_words(self.clock_skew_ms / 1000)
 
 
 @dataclass(frozen=True)
@@ -697,6 +706,28 @@ def check_owners(rows: Collection[ScheduleRow], force: bool) -> None:
 # -- the operations --------------------------------------------------------------------------
 
 
+class DatabaseClock:
+    """The database's clock, read as this host's plus the skew between the two: measured
+    on first use and again every :data:`SKEW_TTL` seconds, so that a page or a command
+    costs no query per reading and a reading never waits for a pooled connection."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._skew = 0.0
+        self._measured_at: float | None = None
+
+    def __call__(self) -> datetime:
+        now = time.monotonic()
+        if self._measured_at is None or now - self._measured_at > SKEW_TTL:
+            self._skew = self.store.clock_skew()
+            self._measured_at = now
+        return utcnow() + timedelta(seconds=self._skew)
+
+
+#: Seconds a :class:`DatabaseClock` trusts its last measure of the skew.
+SKEW_TTL = 60.0
+
+
 class Operations:
     """What an operator does with one database's schedules, on an opened :class:`Store`.
 
@@ -710,11 +741,14 @@ class Operations:
     publishes the jobs dispatched to Celery.
     """
 
-    def __init__(self, store: Store, *, clock: Clock = utcnow, deployment: str | None = None,
+    def __init__(self, store: Store, *, clock: Clock | None = None,
+                 deployment: str | None = None,
                  configured: Callable[[], Collection[str]] | None = None,
                  settings: Settings | None = None) -> None:
         self.store = store
-        self.clock = clock
+        # Time comes from the database, as the fire statement takes it: next fires read
+        # from a host whose clock is wrong would be fires that cannot happen.
+        self.clock: Clock = clock if clock is not None else DatabaseClock(store)
         self.deployment = deployment
         self._configured = configured
         self.settings = settings or Settings(deployment=deployment or "default")
@@ -1078,10 +1112,7 @@ class Operations:
             yield Check(False, f"schema: {exc}",
                         "run `awa-beat migrate` (and Awa's own migrations)")
         yield session_locks_hold(store.conninfo)
-        skew = (self.clock() - store.database_clock()).total_seconds()
-        yield Check(abs(skew) < 1.0,
-                    f"clock skew between this host and the database: {skew:+.3f} s",
-                    "synchronise the clocks (NTP); fires use this host's clock, as Awa's do")
+        yield from self._clock_checks()
         yield timezone_data()
         try:
             rows = store.schedules()
@@ -1113,6 +1144,24 @@ class Operations:
                         "`awa-beat remove NAME` for each, if no other deployment needs it",
                         tuple(orphans))
 
+
+    def _clock_checks(self) -> Iterator[Check]:
+        """This host's clock and every beat's, against the database's: a beat beyond the
+        tolerance does not lead (and fails /readyz)."""
+        tolerance = self.settings.clock_tolerance
+        skew = self.store.clock_skew()
+        fix = (f"synchronise the clocks (NTP); a beat whose clock is more than "
+               f"awa_beat_clock_tolerance ({tolerance:g} s) off does not lead")
+        yield Check(abs(skew) <= tolerance, f"this host's clock: {skew_words(skew)}", fix)
+        try:
+            beats = self.beats()
+        except AwaBeatError:
+            return
+        measured = [(b, b.clock_skew_ms / 1000) for b in beats if b.clock_skew_ms is not None]
+        off = [f"{b.host} pid {b.pid}: {skew_words(s)}" for b, s in measured
+               if abs(s) > tolerance]
+        yield Check(not off, f"{len(measured)} beat(s) measured their clock, {len(off)} "
+                    f"beyond {tolerance:g} s (those cannot lead)", fix, tuple(off))
 
     def _backlog_checks(self) -> Iterator[Check]:
         """Jobs that nothing publishes or runs: a deployment's Celery jobs with no beat of

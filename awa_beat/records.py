@@ -91,6 +91,9 @@ class FireResult:
     """Schedules whose fire raised a database error, with the error's first line."""
     skipped: list[FiredJob] = field(default_factory=list)
     """Fires the overlap policy passed over (cursor moved, no job): ``job_id`` is 0."""
+    ahead: list[str] = field(default_factory=list)
+    """Schedules not fired because their fire time is later than the database's clock
+    plus the tolerance: this host's clock runs ahead of the database's."""
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import socket
 import sys
 import time
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -33,7 +33,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from . import schema
-from .config import redact
+from .config import DEFAULT_CLOCK_TOLERANCE, redact
 from .errors import (
     DatabaseUnavailable,
     DataRefused,
@@ -167,6 +167,23 @@ def one_row(row: tuple[Any, ...] | None, action: str) -> tuple[Any, ...]:
     return row
 
 
+def clock_skew(sent: float, db_now: float, received: float) -> float:
+    """Seconds the database's clock is ahead of this host's (negative: behind), from one
+    round trip: the server read its clock, ``db_now``, between ``sent`` and ``received``
+    (this host's epoch seconds), taken as their midpoint; the error is at most half the
+    round trip."""
+    return db_now - (sent + received) / 2
+
+
+def read_skew(conn: psycopg.Connection, wall: Callable[[], float] = time.time) -> float:
+    """:func:`clock_skew` over one round trip on ``conn``, ``wall`` this host's clock."""
+    sent = wall()
+    row = conn.execute(queries["database_clock"]).fetchone()
+    received = wall()
+    return clock_skew(sent, one_row(row, "reading the database clock")[0].timestamp(),
+                      received)
+
+
 def changed(conn: psycopg.Connection, row: Any, name: str, action: str) -> Any:
     """``row``, what a write that must change ``name``'s row returned. When it is None
     the write changed nothing: :class:`NotFound` if no such row exists, else
@@ -265,6 +282,9 @@ class Store:
             name="awa-beat",
         )
         self.awa_owned = False
+        self.clock_tolerance = DEFAULT_CLOCK_TOLERANCE
+        """Seconds past the database's now() a fire may be dated (the fire statement
+        refuses later ones, whatever this host's clock says)."""
         self.contact = Contact(time.monotonic)
         """When an operation last reached the database, or failed to (``/readyz``)."""
 
@@ -762,7 +782,8 @@ class Store:
 
     def heartbeat(self, **beat: Any) -> None:
         with self._conn() as conn, wrap_errors("recording the heartbeat"):
-            conn.execute(queries["beat_heartbeat"], {"publishes": False, **beat})
+            conn.execute(queries["beat_heartbeat"],
+                         {"publishes": False, "clock_skew_ms": None, **beat})
 
     def beat_gone(self, identity: str) -> None:
         with self._conn() as conn, wrap_errors("removing the heartbeat"):
@@ -788,6 +809,13 @@ class Store:
             return {}
         with self._conn() as conn, wrap_errors("counting jobs left for Awa workers"):
             return dict(conn.execute(queries["count_stranded_awa_jobs"]).fetchall())
+
+    def clock_skew(self) -> float:
+        """:func:`clock_skew` measured on a connection of its own (a caller may hold the
+        pool's only one, in a transaction)."""
+        with connect(self.conninfo, connect_timeout=5) as conn, \
+                wrap_errors("reading the database clock"):
+            return read_skew(conn)
 
     def database_clock(self) -> datetime:
         with self._conn() as conn, wrap_errors("reading the database clock"):
@@ -934,7 +962,8 @@ class Store:
         try:
             fired = self._fire_batch(requests)
             result.jobs = [j for j in fired if j.job_id]
-            result.skipped = [j for j in fired if not j.job_id]
+            result.skipped = [j for j in fired if not j.job_id and j.fire_time]
+            result.ahead = [j.name for j in fired if not j.fire_time]
         except psycopg.OperationalError as exc:
             raise DatabaseUnavailable(f"firing failed: {first_line(exc)}") from exc
         except psycopg.Error as exc:
@@ -945,13 +974,15 @@ class Store:
                 single = self.fire([request])
                 result.jobs += single.jobs
                 result.skipped += single.skipped
+                result.ahead += single.ahead
                 result.failed.update(single.failed)
         return result
 
     def _fire_batch(self, requests: Sequence[FireRequest]) -> list[FiredJob]:
         with self._conn() as conn:
-            rows = conn.execute(fire_query(self.awa_owned), fire_params(requests)).fetchall()
-        return [FiredJob(int(job_id or 0), name, fire_time, updated_at)
+            rows = conn.execute(fire_query(self.awa_owned),
+                                fire_params(requests, self.clock_tolerance)).fetchall()
+        return [FiredJob(int(job_id or 0), name, fire_time or "", updated_at)
                 for job_id, name, fire_time, updated_at in rows]
 
 
@@ -1051,8 +1082,10 @@ def fire_query(awa_owned: bool) -> LiteralString:
     return queries["fire_batch_awa" if awa_owned else "fire_batch_standalone"]
 
 
-def fire_params(requests: Sequence[FireRequest]) -> dict[str, Any]:
-    """Bind parameters of :func:`fire_query`: parallel arrays, one round trip in all."""
+def fire_params(requests: Sequence[FireRequest],
+                clock_tolerance: float = DEFAULT_CLOCK_TOLERANCE) -> dict[str, Any]:
+    """Bind parameters of :func:`fire_query`: parallel arrays, one round trip in all;
+    no fire is dated later than the database's now() plus ``clock_tolerance`` seconds."""
     coalesced = [(r.name, r.coalesced) for r in requests if r.coalesced is not None]
     return {
         "names": [r.name for r in requests],
@@ -1068,4 +1101,5 @@ def fire_params(requests: Sequence[FireRequest]) -> dict[str, Any]:
         "coalesced_first": [c.first for _, c in coalesced],
         "coalesced_last": [c.last for _, c in coalesced],
         "coalesced_counts": [c.count for _, c in coalesced],
+        "clock_tolerance": float(clock_tolerance),
     }

@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from awa_beat.store import Store, connect
-from awa_beat.testing import TempDatabases, server_url
+from awa_beat.testing import FAKE_CLOCK_TOLERANCE, TempDatabases, server_url
 
 LAYOUTS = ("standalone", "awa")
 
@@ -74,6 +74,7 @@ def report_url(db_url: str) -> str:
 @pytest.fixture
 def store(db_url: str) -> Iterator[Store]:
     with Store(db_url) as store:
+        store.clock_tolerance = FAKE_CLOCK_TOLERANCE  # tests drive time with a FakeClock
         yield store
 
 

@@ -34,11 +34,11 @@ def status(database_url: str | None, as_json: bool) -> None:
         lag = f"{b.last_lag_ms:.0f} ms" if b.last_lag_ms is not None else "-"
         click.echo(f"leader: {b.host} pid {b.pid} (deployment {b.deployment}, "
                    f"lock key {b.lock_key}), leading since {fmt(b.leader_since)} UTC, "
-                   f"last pass lag {lag}")
+                   f"last pass lag {lag}, clock {b.clock}")
     click.echo(f"standbys seen in the last minute: {len(cluster.standbys)}")
     for b in cluster.standbys:
         click.echo(f"  {b.host} pid {b.pid} (deployment {b.deployment}), "
-                   f"seen {b.age.total_seconds():.0f} s ago")
+                   f"seen {b.age.total_seconds():.0f} s ago, clock {b.clock}")
     click.echo(f"unpublished Celery jobs (bridge backlog): {cluster.backlog}")
     for backlog in cluster.backlogs:
         click.echo(f"  {backlog_text(backlog)}")

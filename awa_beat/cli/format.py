@@ -115,7 +115,8 @@ def beat_json(beat: BeatView) -> dict[str, Any]:
     return {"host": beat.host, "pid": beat.pid, "deployment": beat.deployment,
             "lock_key": beat.lock_key, "since": iso(beat.leader_since),
             "started_at": iso(beat.started_at), "seen_at": iso(beat.seen_at),
-            "last_pass_lag_ms": beat.last_lag_ms, "publishes": beat.publishes}
+            "last_pass_lag_ms": beat.last_lag_ms, "publishes": beat.publishes,
+            "clock_skew_ms": beat.clock_skew_ms}
 
 
 def backlog_json(b: DeploymentBacklog) -> dict[str, Any]:

@@ -207,7 +207,8 @@ SELECT count(*) FILTER (WHERE inserted) AS inserted,
 -- left alone (no job, no cursor move, as Awa does) instead of failing the batch.
 -- Each job comes back with the updated_at its schedule now has (the statement's now()).
 -- Run limits (migration 0008): see the limits and mark steps; schedules without one
--- (every Awa row) skip them.
+-- (every Awa row) skip them. A schedule whose newest fire time is later than now() plus
+-- the clock tolerance (seconds) is not fired: it comes back with neither job id nor fire time.
 WITH due AS (
     SELECT * FROM unnest(%(names)b::text[], %(expected)b::timestamptz[],
                          %(cursors)b::timestamptz[], %(counts)b::int[])
@@ -248,6 +249,9 @@ WITH due AS (
        AND c.paused_at IS NULL
        AND c.priority BETWEEN 1 AND 4 AND c.max_attempts BETWEEN 1 AND 1000
        AND length(c.kind) <= 200 AND length(c.queue) <= 200 AND cardinality(c.tags) <= 20
+       -- Time comes from the database: a beat whose clock runs ahead never dates a fire
+       -- (nor moves a cursor) past now() and the tolerance; see "ahead" below.
+       AND due.cursor <= now() + %(clock_tolerance)s::float8 * interval '1 second'
     RETURNING c.name, c.kind, c.queue, c.args, c.priority, c.max_attempts, c.tags, c.metadata,
               least(due.n, coalesce(l.remaining, due.n)) AS allowed,
               l.remaining IS NOT NULL AS limited,
@@ -308,7 +312,11 @@ WITH due AS (
 )
 SELECT id, name, fire_time, now() AS updated_at FROM inserted
 UNION ALL  -- outcomes: skipped fires come back with no job id
-SELECT NULL, name, fire_time::text, now() FROM skipped;
+SELECT NULL, name, fire_time::text, now() FROM skipped
+UNION ALL  -- schedules not fired because their fire time is ahead of the database's
+           -- clock: no job id and no fire time (the host's clock is fast)
+SELECT NULL, name, NULL, now() FROM due
+ WHERE cursor > now() + %(clock_tolerance)s::float8 * interval '1 second';
 
 -- fire_batch_awa --
 -- The same atomic batched fire on a database migrated by Awa, where awa.jobs is a
@@ -353,6 +361,9 @@ WITH due AS (
        AND c.paused_at IS NULL
        AND c.priority BETWEEN 1 AND 4 AND c.max_attempts BETWEEN 1 AND 1000
        AND length(c.kind) <= 200 AND length(c.queue) <= 200 AND cardinality(c.tags) <= 20
+       -- Time comes from the database: a beat whose clock runs ahead never dates a fire
+       -- (nor moves a cursor) past now() and the tolerance; see "ahead" below.
+       AND due.cursor <= now() + %(clock_tolerance)s::float8 * interval '1 second'
     RETURNING c.name, c.kind, c.queue, c.args, c.priority, c.max_attempts, c.tags, c.metadata,
               least(due.n, coalesce(l.remaining, due.n)) AS allowed,
               l.remaining IS NOT NULL AS limited,
@@ -415,7 +426,11 @@ WITH due AS (
 )
 SELECT id, name, fire_time, now() AS updated_at FROM inserted
 UNION ALL  -- outcomes: skipped fires come back with no job id
-SELECT NULL, name, fire_time::text, now() FROM skipped;
+SELECT NULL, name, fire_time::text, now() FROM skipped
+UNION ALL  -- schedules not fired because their fire time is ahead of the database's
+           -- clock: no job id and no fire time (the host's clock is fast)
+SELECT NULL, name, NULL, now() FROM due
+ WHERE cursor > now() + %(clock_tolerance)s::float8 * interval '1 second';
 
 -- list_schedules --
 SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
@@ -740,13 +755,15 @@ DELETE FROM awa.jobs
 
 -- beat_heartbeat --
 INSERT INTO awa_beat.beats AS b (identity, host, pid, deployment, lock_key, role, started_at,
-                                 leader_since, seen_at, last_lag_ms, publishes)
+                                 leader_since, seen_at, last_lag_ms, publishes, clock_skew_ms)
 VALUES (%(identity)s, %(host)s, %(pid)s, %(deployment)s, %(lock_key)s, %(role)s,
-        %(started_at)s, %(leader_since)s, now(), %(last_lag_ms)s, %(publishes)s)
+        %(started_at)s, %(leader_since)s, now(), %(last_lag_ms)s, %(publishes)s,
+        %(clock_skew_ms)s)
 ON CONFLICT (identity) DO UPDATE
    SET role = EXCLUDED.role, leader_since = EXCLUDED.leader_since, seen_at = now(),
        last_lag_ms = EXCLUDED.last_lag_ms, deployment = EXCLUDED.deployment,
-       lock_key = EXCLUDED.lock_key, publishes = EXCLUDED.publishes;
+       lock_key = EXCLUDED.lock_key, publishes = EXCLUDED.publishes,
+       clock_skew_ms = EXCLUDED.clock_skew_ms;
 
 -- beat_gone --
 DELETE FROM awa_beat.beats WHERE identity = %(identity)s;
@@ -754,7 +771,8 @@ DELETE FROM awa_beat.beats WHERE identity = %(identity)s;
 -- list_beats --
 -- Beats seen recently, with whether each leader's lock is really held right now.
 SELECT b.identity, b.host, b.pid, b.deployment, b.lock_key, b.role, b.started_at,
-       b.leader_since, b.seen_at, b.last_lag_ms, b.publishes, now() - b.seen_at AS age,
+       b.leader_since, b.seen_at, b.last_lag_ms, b.publishes, b.clock_skew_ms,
+       now() - b.seen_at AS age,
        EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a USING (pid)
                 WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
                   AND ((l.classid::bigint << 32) | l.objid::bigint) = b.lock_key

@@ -49,7 +49,7 @@ from awa_beat.markers import RETIRED_BY
 from awa_beat.node import BeatNode
 from awa_beat.spec import specs_from_beat_schedule
 from awa_beat.store import Store, connect
-from awa_beat.testing import FakeClock
+from awa_beat.testing import FAKE_CLOCK_TOLERANCE, FakeClock
 
 UTC = timezone.utc
 #: The deployment whose beat registers the config-owned entries (and that runtime rows
@@ -289,6 +289,7 @@ def retire(url: str, entry: Entry) -> None:
     the engine fires whatever is due."""
     assert entry.max_runs is not None
     with Store(url) as store:
+        store.clock_tolerance = FAKE_CLOCK_TOLERANCE  # the fake clock runs ahead
         registered = store.get(entry.name).last_enqueued_at
         assert registered is not None
         clock = FakeClock(registered + timedelta(seconds=entry.max_runs + 1))

@@ -20,7 +20,7 @@ from awa_beat.engine import Engine
 from awa_beat.errors import ValidationError
 from awa_beat.markers import RETIRED_BY
 from awa_beat.store import Store
-from awa_beat.testing import FakeClock
+from awa_beat.testing import FAKE_CLOCK_TOLERANCE, FakeClock
 from tests.matrix.catalogue import (
     AT_INSTANT,
     CATALOGUE,
@@ -130,6 +130,7 @@ def jobs_of(url: str, name: str) -> int:
 def fire_for(url: str, seconds: int) -> None:
     """Run the real engine and fire statement on a clock ``seconds`` past now."""
     with Store(url) as store:
+        store.clock_tolerance = FAKE_CLOCK_TOLERANCE  # the fake clock runs ahead
         engine = Engine(store, clock=FakeClock(datetime.now(UTC) + timedelta(seconds=seconds)))
         for _ in range(3):
             engine.run_pass()
