@@ -19,8 +19,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from datetime import timedelta
 from pathlib import Path
 from wsgiref.util import setup_testing_defaults
@@ -33,6 +31,7 @@ from awa_beat.store import connect
 from awa_beat.testing import terminate, wait_for
 from awa_beat.web.app import Dashboard
 from tests.acceptance.test_beat_processes import fires, leader_pid
+from tests.acceptance.test_observability import get
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
@@ -46,13 +45,7 @@ TOLERANCE = timedelta(seconds=2)
 
 
 def probe(port: int) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as reply:
-            return reply.status, reply.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-    except OSError as exc:  # not listening yet
-        return 0, str(exc)
+    return get(f"http://127.0.0.1:{port}/readyz")
 
 
 class Replicas:
