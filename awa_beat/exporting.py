@@ -232,6 +232,12 @@ def python_module(rows: Iterable[ScheduleRow], *, app_timezone: str | None = Non
     for row in rows:
         entry = beat_entry(row)
         converted = convert_row(row, entry, app_timezone=app_timezone)
+        if converted.code is not None and row.cron_expr.partition(" | ")[0].endswith(
+                " dst=celery"):
+            # The crontab object alone would import back under Awa's DST rule.
+            options = dict(entry.get("options") or {})
+            options[AWA_BEAT_OPTION] = {**options.get(AWA_BEAT_OPTION, {}), "dst": "celery"}
+            entry = {**entry, "options": options}
         names |= converted.names  # a commented-out entry can be uncommented
         if converted.kept:
             kept += 1

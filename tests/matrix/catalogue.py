@@ -64,6 +64,7 @@ START_TIME = datetime(2030, 6, 1, 0, 0, tzinfo=UTC)
 END_TIME = datetime(2035, 1, 1, 0, 0, tzinfo=UTC)
 PARIS = ZoneInfo("Europe/Paris")
 BERLIN = ZoneInfo("Europe/Berlin")
+NEW_YORK = ZoneInfo("America/New_York")
 SOLAR = ("sunrise", 48.8566, 2.3522)  # Paris
 RRULE_START = datetime(2026, 1, 5, 9, 0, tzinfo=BERLIN)  # a Monday
 
@@ -95,6 +96,17 @@ def _hourly_at(minute: int) -> Callable[[datetime], datetime]:
         candidate = u.replace(minute=minute, second=0, microsecond=0)
         return candidate if candidate > u else candidate + timedelta(hours=1)
     return next_after
+
+
+def _friday_13th_at_9(t: datetime) -> datetime:
+    """09:00 UTC on a day that is the 13th and a Friday (Celery needs both)."""
+    day = t.astimezone(UTC).date()
+    while True:
+        if day.day == 13 and day.weekday() == 4:
+            candidate = datetime.combine(day, time(9, 0), tzinfo=UTC)
+            if candidate > t:
+                return candidate
+        day += timedelta(days=1)
 
 
 def _solar_next(t: datetime) -> datetime:
@@ -153,7 +165,8 @@ class Entry:
     timezone: str
     """``awa.cron_jobs.timezone`` as stored."""
     marker: str | None
-    """The marker kind (``every``, ``cron``, ``solar``, ``at``, ``rrule``), or None for a
+    """The marker kind (``every``, ``cron``, ``solar``, ``at``, ``rrule``, ``crontab``),
+    or None for a
     plain Awa cron expression that Awa itself would fire identically."""
     calendar: Callable[[datetime], datetime | None] = field(repr=False)
     """The documented calendar: the first fire strictly after an instant (UTC), ignoring
@@ -226,6 +239,15 @@ def _catalogue() -> list[Entry]:
               _entry(RRULE, "rrule"),
               "@rrule DTSTART=20260105T090000;FREQ=WEEKLY;BYDAY=MO,WE", "Europe/Berlin",
               "rrule", _rrule_next),
+        Entry("crontab-and", "Celery's AND of the day fields (09:00 on a Friday the 13th)",
+              _entry(crontab(minute=0, hour=9, day_of_month=13, day_of_week="fri"),
+                     "crontab-and"),
+              "@crontab 0 9 13 * 5", "UTC", "crontab", _friday_13th_at_9, owner="config"),
+        Entry("crontab-dst-celery", "Celery's DST rule (crontab 02:30, America/New_York)",
+              _entry(crontab(hour=2, minute=30), "crontab-dst-celery",
+                     timezone="America/New_York", dst="celery"),
+              "@crontab 30 2 * * * dst=celery", "America/New_York", "crontab",
+              lambda t: _daily_at(t, time(2, 30), NEW_YORK)),
         Entry("bound-start", "start_time bound (hourly)",
               _entry(crontab(minute=0), "bound-start", start_time=START_TIME),
               "@cron 0 * * * * | start=2030-06-01T00:00:00Z", "UTC", "cron",

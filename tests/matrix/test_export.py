@@ -41,9 +41,10 @@ COLUMNS = ("cron_expr", "timezone", "kind", "queue", "args", "priority", "max_at
 
 
 def runs_under_celery(entry: Entry) -> bool:
-    """What the README says a stock Celery gets: active crontabs, intervals and solar
-    events; no ``at``, rrule, bounds, paused or retired schedule."""
-    return entry.state == "active" and entry.marker in (None, "every", "solar")
+    """What the README says a stock Celery gets: active crontabs (Celery's own, stored as
+    ``@crontab``, included), intervals and solar events; no ``at``, rrule, bounds, paused
+    or retired schedule."""
+    return entry.state == "active" and entry.marker in (None, "every", "solar", "crontab")
 
 
 def export(url: str, *args: str) -> str:

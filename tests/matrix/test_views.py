@@ -49,6 +49,8 @@ WORDS = {
     "solar": "at sunrise at 48.8566, 2.3522",
     "at": "once, at 2031-01-01 09:00 UTC",
     "rrule": "every week, on Monday and Wednesday, at 09:00, from 2026-01-05 09:00",
+    "crontab-and": "at 09:00, on day 13 of the month, if it falls on Friday",
+    "crontab-dst-celery": "at 02:30, every day (Celery's steps over clock changes)",
     "bound-start": "at minute 0, every hour; from 2030-06-01 00:00 UTC",
     "bound-end": "at minute 0, every hour; until 2035-01-01 00:00 UTC",
     "bound-max-runs": "at minute 15, every hour; at most 3 runs",
