@@ -30,7 +30,6 @@ from .spec import (
     AWA_BEAT_OPTION,
     BRIDGE_OWNED_OPTIONS,
     MAX_INTERVAL_SECONDS,
-    MAX_JSON_DEPTH,
     OVERLAPS,
 )
 
@@ -144,17 +143,22 @@ class _TooDeep(Exception):
     pass
 
 
+#: Nesting past which a value given as JSON text is refused while it is parsed: where
+#: Python's parser up to 3.12 gives up (its recursion limit). Shallower values that are
+#: still too deep for a schedule are refused by its validation, by field.
+_PARSE_DEPTH = 1000
+
+
 def _loads(text: str) -> Any:
-    """``json.loads``, refusing a value nested past :data:`~awa_beat.spec.MAX_JSON_DEPTH`
-    (:class:`_TooDeep`). Up to Python 3.12 the parser itself gives up with a
-    RecursionError long before it would exhaust the stack; from 3.13 it parses far deeper
-    values, so the depth is also checked, without recursion, once parsed."""
+    """``json.loads``, refusing a value nested past :data:`_PARSE_DEPTH` (:class:`_TooDeep`)
+    on every Python: 3.13's parser reads far deeper values than its predecessors, so the
+    depth is checked, without recursion, once parsed."""
     try:
         value = json.loads(text)
     except RecursionError:
         raise _TooDeep from None
     level = [value]
-    for _ in range(MAX_JSON_DEPTH + 1):
+    for _ in range(_PARSE_DEPTH):
         level = [item for v in level if isinstance(v, (list, dict))
                  for item in (v.values() if isinstance(v, dict) else v)]
         if not level:
