@@ -49,7 +49,7 @@ from awa_beat.markers import RETIRED_BY
 from awa_beat.node import BeatNode
 from awa_beat.spec import specs_from_beat_schedule
 from awa_beat.store import Store, connect
-from awa_beat.testing import FAKE_CLOCK_TOLERANCE, FakeClock
+from awa_beat.testing import FakeClock
 
 UTC = timezone.utc
 #: The deployment whose beat registers the config-owned entries (and that runtime rows
@@ -310,11 +310,13 @@ def retire(url: str, entry: Entry) -> None:
     last allowed run, so that the statement retires it. Only ``entry`` may be stored yet:
     the engine fires whatever is due."""
     assert entry.max_runs is not None
-    with Store(url) as store:
-        store.clock_tolerance = FAKE_CLOCK_TOLERANCE  # the fake clock runs ahead
+    with Store(url) as store, connect(url) as conn:
         registered = store.get(entry.name).last_enqueued_at
         assert registered is not None
-        clock = FakeClock(registered + timedelta(seconds=entry.max_runs + 1))
+        # Registered a moment earlier, so that its runs fall before now, as they would.
+        conn.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s WHERE name = %s",
+                     (registered - timedelta(seconds=entry.max_runs + 1), entry.name))
+        clock = FakeClock(registered)
         engine = Engine(store, clock=clock)
         for _ in range(entry.max_runs + 1):
             engine.run_pass()
