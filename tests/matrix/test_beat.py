@@ -141,6 +141,8 @@ def test_a_celery_beat_fires_the_short_interval_on_its_grid_and_nothing_else(
     fires the 7 s interval at each multiple of 7 s, and nothing that is not due."""
     url = matrix_db.url
     before = stored_rows(url)
+    with connect(url) as c:
+        cursors = dict(c.execute("SELECT name, last_enqueued_at FROM awa.cron_jobs"))
     env = {**os.environ, "AWA_BEAT_DATABASE_URL": url, "AWA_BEAT_ELECTION_INTERVAL": "0.2",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     log_path = tmp_path / "beat.log"
@@ -164,7 +166,8 @@ def test_a_celery_beat_fires_the_short_interval_on_its_grid_and_nothing_else(
     assert [b - a for a, b in itertools.pairwise(times)] == [
         timedelta(seconds=7)] * (len(times) - 1), times
     assert len(jobs) >= 3
-    # Whatever else fired was due in that window by its documented calendar.
+    # Whatever else fired was due by its documented calendar after its cursor (a fire
+    # missed between the catalogue's registration and the beat's start fires at start).
     others = conn.execute(
         "SELECT metadata ->> 'cron_name', metadata ->> 'cron_fire_time' FROM awa.jobs"
         " WHERE metadata ->> 'cron_name' <> 'offgrid-interval' AND created_at >= %s",
@@ -173,7 +176,7 @@ def test_a_celery_beat_fires_the_short_interval_on_its_grid_and_nothing_else(
         t = parse_iso(at)
         assert not CATALOGUE[name].paused, (name, at)
         assert CATALOGUE[name].calendar(t - timedelta(seconds=1)) == t, (name, at)
-        assert started - timedelta(seconds=2) <= t <= stopped, (name, at)
+        assert cursors[name] < t <= stopped, (name, at)
     after = stored_rows(url)
     for name, row in before.items():  # owners, pauses and definitions untouched
         assert {k: v for k, v in after[name].items() if k != "runs"} == {
