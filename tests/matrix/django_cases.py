@@ -19,8 +19,8 @@ import pytest
 
 from awa_beat.markers import RETIRED_BY
 from awa_beat.store import connect
+from tests.django_admin_cases import shown_fields
 from tests.matrix.catalogue import CATALOGUE, NAMES, PAUSED_BY, MatrixDB, stored_rows
-from tests.matrix.django_bounds_cases import form_fields
 from tests.matrix.test_views import WORDS
 
 pytestmark = pytest.mark.integration
@@ -216,7 +216,7 @@ def test_edit_each_runtime_type_through_the_form(client: Any, matrix: MatrixDB,
         assert form.status_code == 403
         return
     assert form.status_code == 200
-    initial = form_fields(form.content.decode())
+    initial = shown_fields(form.content.decode())
     assert (initial["kind"], initial["schedule"]) == entry.form_schedule()
     response = client.post(edit_url(name), {**initial, "queue": "reports"})
     assert response.status_code == 302, response.content.decode()[-3000:]
