@@ -29,14 +29,15 @@ def load_app(spec: str) -> Any:
 
 
 def from_beat_schedule(beat_schedule: Mapping[str, Any], *, default_timezone: str = "UTC",
-                       default_dispatch: str = "awa") -> list[Result]:
+                       default_dispatch: str = "awa", default_dst: str = "awa"
+                       ) -> list[Result]:
     """Every entry of a ``beat_schedule``; no run is known, so the cursor is now."""
     if not isinstance(beat_schedule, Mapping):
         raise SourceError(f"beat_schedule must be a dict of entries, not "
                           f"{type(beat_schedule).__name__}")
     return dedupe(
         convert(str(name), entry, default_timezone=default_timezone,
-                default_dispatch=default_dispatch)
+                default_dispatch=default_dispatch, default_dst=default_dst)
         if isinstance(entry, Mapping) else
         NotCarried(str(name), f"entry must be a dict, not {type(entry).__name__}")
         for name, entry in beat_schedule.items())

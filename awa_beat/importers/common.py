@@ -59,11 +59,13 @@ Result = Union[Imported, NotCarried]  # noqa: UP007 - a runtime alias, Python 3.
 
 def convert(name: str, entry: Mapping[str, Any], *, cursor: datetime | None = None,
             paused_by: str | None = None, default_timezone: str = "UTC",
-            default_dispatch: str = "awa") -> Result:
-    """One Celery-style entry, validated exactly as beat validates ``beat_schedule``."""
+            default_dispatch: str = "awa", default_dst: str = "awa") -> Result:
+    """One Celery-style entry, validated exactly as beat validates ``beat_schedule``
+    (``default_dst`` is the app's ``awa_beat_dst``, as beat reads it)."""
     try:
         [spec] = specs_from_beat_schedule({name: entry}, default_timezone=default_timezone,
-                                          default_dispatch=default_dispatch)
+                                          default_dispatch=default_dispatch,
+                                          default_dst=default_dst)
     except ValidationError as exc:
         return NotCarried(name, "; ".join(f"{f}: {m}" if f != "schedule" else m
                                           for _, f, m in exc.problems))

@@ -106,7 +106,7 @@ def read_django(url: str) -> DjangoTables:
 
 
 def from_django(tables: DjangoTables, *, now: datetime, default_timezone: str = "UTC",
-                default_dispatch: str = "awa") -> list[Result]:
+                default_dispatch: str = "awa", default_dst: str = "awa") -> list[Result]:
     """Each ``PeriodicTask`` as django-celery-beat's ``ModelEntry`` runs it.
 
     Options: ``queue``, ``exchange``, ``routing_key``, ``priority`` and ``headers`` (with
@@ -121,12 +121,13 @@ def from_django(tables: DjangoTables, *, now: datetime, default_timezone: str = 
     not run, whose cursor is just before its time so that it still runs once.
     """
     return dedupe(guarded(task.get("name"), partial(_django_task, task, tables, now,
-                                                    default_timezone, default_dispatch))
+                                                    default_timezone, default_dispatch,
+                                                    default_dst))
                   for task in tables.tasks)
 
 
 def _django_task(t: Mapping[str, Any], tables: DjangoTables, now: datetime,
-                 default_tz: str, default_dispatch: str) -> Result:
+                 default_tz: str, default_dispatch: str, default_dst: str) -> Result:
     name = str(t["name"])
     if name == BACKEND_CLEANUP and t.get("task") == BACKEND_CLEANUP:
         return NotCarried(name, BACKEND_CLEANUP_REASON)
@@ -226,7 +227,8 @@ def _django_task(t: Mapping[str, Any], tables: DjangoTables, now: datetime,
     entry = {"task": t.get("task"), "schedule": schedule, "args": args, "kwargs": kwargs,
              "options": options}
     return convert(name, entry, cursor=cursor, paused_by=paused_by,
-                   default_timezone=default_tz, default_dispatch=default_dispatch)
+                   default_timezone=default_tz, default_dispatch=default_dispatch,
+                   default_dst=default_dst)
 
 
 def _in_range(t: datetime) -> bool:

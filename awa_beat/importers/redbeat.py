@@ -195,19 +195,20 @@ def _record(key: bytes, definition: bytes | None, meta: bytes | None) -> RedBeat
 
 
 def from_redbeat(records: Sequence[RedBeatRecord], *, key_prefix: str = "redbeat:",
-                 default_timezone: str = "UTC", default_dispatch: str = "awa") -> list[Result]:
+                 default_timezone: str = "UTC", default_dispatch: str = "awa",
+                 default_dst: str = "awa") -> list[Result]:
     """Each RedBeat entry: interval, crontab and rrule schedules (a crontab runs in the
     beat app's time zone: ``default_timezone``; an rrule steps in the UTC offset of its
     ``dtstart``, as RedBeat's does, and keeps its ``count``/``until``); ``enabled: false``
     imports it paused; the meta's ``last_run_at`` is the cursor (the next run is the
     rule's first occurrence after it, RedBeat's ``rrule.after(last_run_at)``)."""
     return dedupe(guarded(r.key, partial(_redbeat_entry, r, key_prefix, default_timezone,
-                                         default_dispatch))
+                                         default_dispatch, default_dst))
                   for r in records)
 
 
 def _redbeat_entry(record: RedBeatRecord, key_prefix: str, default_tz: str,
-                   default_dispatch: str) -> Result:
+                   default_dispatch: str, default_dst: str) -> Result:
     name = record.key[len(key_prefix):] if record.key.startswith(key_prefix) else record.key
     if record.undecodable:
         return NotCarried(name, f"its {record.undecodable} is not UTF-8 text: RedBeat "
@@ -244,5 +245,6 @@ def _redbeat_entry(record: RedBeatRecord, key_prefix: str, default_tz: str,
         entry["schedule"] = schedule
     return convert(name, entry, cursor=utc_cursor(last_run_at),
                    paused_by=None if definition.get("enabled", True) else REDBEAT_PAUSED_BY,
-                   default_timezone=default_tz, default_dispatch=default_dispatch)
+                   default_timezone=default_tz, default_dispatch=default_dispatch,
+                   default_dst=default_dst)
 

@@ -87,7 +87,7 @@ def run_import(options: ImportOptions, open_store: Callable[[str | None], Store]
                                  app_name=app.main if app is not None else None)
     deployment = options.deployment or settings.deployment
     dispatch = options.dispatch or settings.dispatch or "awa"
-    source, results = read_source(options, settings.default_timezone, dispatch)
+    source, results = read_source(options, settings.default_timezone, dispatch, settings.dst)
     imported = [r for r in results if isinstance(r, Imported)]
     notes = []
     with open_store(options.database_url or settings.database_url) as store:
@@ -118,34 +118,37 @@ def run_import(options: ImportOptions, open_store: Callable[[str | None], Store]
                          None if options.dry_run else written(outcome or []))
 
 
-def read_source(options: ImportOptions, app_timezone: str, dispatch: str
+def read_source(options: ImportOptions, app_timezone: str, dispatch: str, dst: str
                 ) -> tuple[str, list[Result]]:
     """The chosen source, described, and its results; ``app_timezone`` is the default
-    time zone of crontabs unless the options or the file name one."""
+    time zone of crontabs unless the options or the file name one, ``dst`` the DST policy
+    of crontabs whose entry gives none (the app's ``awa_beat_dst``, as beat reads it)."""
     if options.from_file:
         read = read_schedule_file(options.from_file, trust=options.trust_file)
         default_tz = options.timezone or read.tz or app_timezone
         load_timezone(default_tz)
         return (f"celerybeat-schedule file {options.from_file}",
                 from_schedule_file(read, default_timezone=default_tz,
-                                   default_dispatch=dispatch))
+                                   default_dispatch=dispatch, default_dst=dst))
     default_tz = options.timezone or app_timezone
     load_timezone(default_tz)  # a bad zone is one error, not one per entry
     if options.from_django:
         return (f"django-celery-beat at {redact(options.from_django)}",
                 from_django(read_django(options.from_django), now=datetime.now(timezone.utc),
-                            default_timezone=default_tz, default_dispatch=dispatch))
+                            default_timezone=default_tz, default_dispatch=dispatch,
+                            default_dst=dst))
     if options.from_redbeat:
         prefix = options.key_prefix
         return (f"RedBeat at {redact_url(options.from_redbeat)} (prefix {prefix!r})",
                 from_redbeat(read_redbeat(options.from_redbeat, prefix), key_prefix=prefix,
-                             default_timezone=default_tz, default_dispatch=dispatch))
+                             default_timezone=default_tz, default_dispatch=dispatch,
+                             default_dst=dst))
     app = options.app
     if app is None:
         raise ValueError("no source: give a from_* source or the Celery app")
     return (f"beat_schedule of the Celery app {app.main or '(unnamed)'!r}",
             from_beat_schedule(app.conf.beat_schedule or {}, default_timezone=default_tz,
-                               default_dispatch=dispatch))
+                               default_dispatch=dispatch, default_dst=dst))
 
 
 def written(rows: Sequence[dict[str, Any]]) -> dict[str, int]:

@@ -125,7 +125,8 @@ def naive_zone(tz: str | None, utc_enabled: bool | None) -> tzinfo:
 
 
 def from_schedule_file(schedule_file: ScheduleFile, *, default_timezone: str | None = None,
-                       default_dispatch: str = "awa") -> list[Result]:
+                       default_dispatch: str = "awa", default_dst: str = "awa"
+                       ) -> list[Result]:
     """Each entry of a PersistentScheduler file; its ``last_run_at`` is the cursor.
 
     A crontab runs in the app's time zone, which Celery recorded in the file (``tz``;
@@ -148,6 +149,7 @@ def from_schedule_file(schedule_file: ScheduleFile, *, default_timezone: str | N
                   "kwargs": getattr(entry, "kwargs", {}) or {},
                   "options": getattr(entry, "options", {}) or {}}
         results.append(convert(name, fields, cursor=utc_cursor(entry.last_run_at, zone),
-                               default_timezone=default_tz, default_dispatch=default_dispatch))
+                               default_timezone=default_tz, default_dispatch=default_dispatch,
+                               default_dst=default_dst))
     return dedupe(results)
 

@@ -460,6 +460,33 @@ def test_from_an_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, db_url: st
     assert "import" in celery_command.list_commands(None)  # `celery -A proj awa import` too
 
 
+def test_the_apps_dst_policy_applies_to_every_source(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     db_url: str) -> None:
+    # 02:30 is skipped in New York once a year, where Awa's and Celery's rules differ.
+    (tmp_path / "awa_import_dst_app.py").write_text(
+        "from celery import Celery\n"
+        "from celery.schedules import crontab\n"
+        "app = Celery('dstapp', set_as_current=False)\n"
+        "app.conf.timezone = 'America/New_York'\n"
+        "app.conf.awa_beat_dst = 'celery'\n"
+        "app.conf.beat_schedule = {\n"
+        "    'celery-rule': {'task': 't.a', 'schedule': crontab(hour=2, minute=30)},\n"
+        "    'awa-rule': {'task': 't.b', 'schedule': crontab(hour=2, minute=30),\n"
+        "                 'options': {'awa_beat': {'dst': 'awa'}}},\n"
+        "}\n")
+    monkeypatch.chdir(tmp_path)
+    imported(db_url, "-A", "awa_import_dst_app")
+    expected = {"celery-rule": "@crontab 30 2 * * * dst=celery", "awa-rule": "30 2 * * *"}
+    assert {n: r["cron_expr"] for n, r in stored(db_url).items()} == expected
+    path = tmp_path / "celerybeat-schedule"
+    write_schedule_file(path, {"from-file": ({"task": "t.c",
+                                              "schedule": crontab(hour=2, minute=30)}, LAST)},
+                        zone="America/New_York")
+    imported(db_url, "--from-file", str(path), "-A", "awa_import_dst_app")
+    assert stored(db_url)["from-file"]["cron_expr"] == "@crontab 30 2 * * * dst=celery"
+
+
 # -- the cursor rule ---------------------------------------------------------------------------
 
 

@@ -391,6 +391,16 @@ def test_redbeat_entry_conversion() -> None:
     assert tab_entry.paused_by == REDBEAT_PAUSED_BY and tab_entry.cursor is None
 
 
+def test_django_and_redbeat_crontabs_follow_the_default_dst_policy() -> None:
+    [row] = from_django(DjangoTables([{"name": "t", "task": "app.t", "crontab_id": 1}],
+                                     crontabs=tab()), now=NOW, default_dst="celery")
+    assert carried(row).spec.cron_expr == "@crontab 0 9 * * * dst=celery"
+    [entry] = from_redbeat([RedBeatRecord("redbeat:e", definition(
+        schedule={"__type__": "crontab", "minute": "0", "hour": "9"}), None)],
+        default_dst="celery")
+    assert carried(entry).spec.cron_expr == "@crontab 0 9 * * * dst=celery"
+
+
 def test_redbeat_name_is_the_definitions_else_the_key_without_the_prefix() -> None:
     [result] = from_redbeat([RedBeatRecord("app:x", definition(name=None), None)],
                             key_prefix="app:")
