@@ -20,7 +20,7 @@ import pytest
 from awa_beat.markers import RETIRED_BY
 from awa_beat.store import connect
 from tests.django_admin_cases import shown_fields
-from tests.matrix.catalogue import CATALOGUE, NAMES, PAUSED_BY, MatrixDB, stored_rows
+from tests.matrix.catalogue import CATALOGUE, FORMS, NAMES, PAUSED_BY, MatrixDB, stored_rows
 from tests.matrix.test_views import WORDS
 
 pytestmark = pytest.mark.integration
@@ -168,23 +168,6 @@ def test_the_actions_on_each_type(client: Any, matrix: MatrixDB, name: str) -> N
         assert conn.execute(
             "SELECT action FROM awa_beat.audit_log WHERE schedule = %s ORDER BY id",
             (name,)).fetchall()[-1] == ("resume",)
-
-
-#: How the admin's form says each type: kind, schedule, time zone, bound fields.
-FORMS: dict[str, tuple[str, str, str, dict[str, str]]] = {
-    "cron-zone": ("cron", "30 7 * * *", "Europe/Paris", {}),
-    "grid-interval": ("every", "600", "", {}),
-    "offgrid-interval": ("every", "7", "", {}),
-    "solar": ("solar", "sunrise:48.8566:2.3522", "", {}),
-    "at": ("at", "2031-01-01T09:00:00+00:00", "", {}),
-    "rrule": ("cron", "@rrule DTSTART=20260105T090000;FREQ=WEEKLY;BYDAY=MO,WE",
-              "Europe/Berlin", {}),
-    "bound-start": ("cron", "0 * * * *", "", {"start_time": "2030-06-01T00:00:00Z"}),
-    "bound-end": ("cron", "0 * * * *", "", {"end_time": "2035-01-01T00:00:00Z"}),
-    "bound-max-runs": ("cron", "15 * * * *", "", {"max_runs": "3"}),
-    "one-off": ("cron", "45 4 * * *", "", {"one_off": "yes"}),
-    "paused": ("cron", "0 3 * * *", "", {}),
-}
 
 
 @pytest.mark.parametrize("name", list(FORMS))

@@ -21,6 +21,7 @@ from tests.acceptance.test_web import CHROMIUM, WebConfig, expect, serve, sync_a
 from tests.conftest import LAYOUTS
 from tests.matrix.catalogue import (
     CATALOGUE,
+    FORMS,
     NAMES,
     PAUSED_BY,
     MatrixDB,
@@ -178,22 +179,6 @@ def test_the_page_of_each_type(page: Any, web_url: str, name: str) -> None:
 
 
 # -- the forms ------------------------------------------------------------------------------------
-
-#: How the add form says each type: kind, schedule, time zone, bound fields.
-FORMS: dict[str, tuple[str, str, str, dict[str, str]]] = {
-    "cron-zone": ("cron", "30 7 * * *", "Europe/Paris", {}),
-    "grid-interval": ("every", "600", "", {}),
-    "offgrid-interval": ("every", "7", "", {}),
-    "solar": ("solar", "sunrise:48.8566:2.3522", "", {}),
-    "at": ("at", "2031-01-01T09:00:00+00:00", "", {}),
-    "rrule": ("cron", "@rrule DTSTART=20260105T090000;FREQ=WEEKLY;BYDAY=MO,WE",
-              "Europe/Berlin", {}),
-    "bound-start": ("cron", "0 * * * *", "", {"start_time": "2030-06-01T00:00:00Z"}),
-    "bound-end": ("cron", "0 * * * *", "", {"end_time": "2035-01-01T00:00:00Z"}),
-    "bound-max-runs": ("cron", "15 * * * *", "", {"max_runs": "3"}),
-    "one-off": ("cron", "45 4 * * *", "", {"one_off": "yes"}),
-    "paused": ("cron", "0 3 * * *", "", {}),
-}
 
 
 @pytest.mark.parametrize("name", list(FORMS))
