@@ -1,11 +1,11 @@
 """MkDocs hooks (mkdocs.yml's ``hooks:``): the reference pages generated from the code at
 build time, so that they cannot fall behind it.
 
-* ``reference/settings.md``: every field of :class:`awa_beat.config.Settings`, its
+* ``reference/settings.md``: every field of :class:`awa_beat._config.Settings`, its
   environment variable, default, allowed values (read from ``Settings.from_app``'s
   checks) and its docstring;
 * ``reference/cli.md``: every command of ``awa-beat`` (click), with its options;
-* ``reference/metrics.md``: every series :mod:`awa_beat.metrics` defines.
+* ``reference/metrics.md``: every series :mod:`awa_beat._beat.metrics` defines.
 
 The source files are read with :mod:`ast` where the values are literals in the code (the
 attribute docstrings, the ranges, the metric families), so that the pages need no
@@ -114,9 +114,9 @@ def setting_checks(tree: ast.Module, namespace: dict[str, Any]) -> dict[str, str
 
 
 def settings_page() -> str:
-    from awa_beat import config
+    from awa_beat import _config as config
 
-    source = (PACKAGE / "config.py").read_text(encoding="utf-8")
+    source = (PACKAGE / "_config.py").read_text(encoding="utf-8")
     tree = ast.parse(source)
     docs = attribute_docstrings(tree, "Settings")
     allowed = setting_checks(tree, vars(config))
@@ -130,7 +130,7 @@ def settings_page() -> str:
     doc = rst_to_md(inspect.cleandoc(config.Settings.__doc__ or ""))
     return "\n".join([
         "# Settings", "",
-        "Generated from `awa_beat.config.Settings` when this site was built.", "",
+        "Generated from `awa_beat._config.Settings` when this site was built.", "",
         doc, "",
         "A value outside what is allowed, or a number that is not finite, stops beat at "
         "start-up with one line naming the setting. Per-entry options "
@@ -188,7 +188,7 @@ def command_section(name: str, command: click.Command, parent: click.Context) ->
 
 
 def cli_page() -> str:
-    from awa_beat.cli import main
+    from awa_beat._cli import main
 
     root = click.Context(main, info_name="awa-beat")
     lines = ["# The `awa-beat` command", "",
@@ -209,7 +209,7 @@ def cli_page() -> str:
 # -- metrics ------------------------------------------------------------------------------
 
 def metric_families(tree: ast.Module) -> list[tuple[str, str, str, list[str]]]:
-    """(name, type, help, labels) of every metric family :mod:`awa_beat.metrics` builds:
+    """(name, type, help, labels) of every metric family :mod:`awa_beat._beat.metrics` builds:
     the calls of ``*MetricFamily("name", "help", labels=[...])`` and the loops over
     ``("name", "help", value)`` tuples that feed one."""
     found = []
@@ -234,7 +234,7 @@ def metric_families(tree: ast.Module) -> list[tuple[str, str, str, list[str]]]:
 
 
 def metrics_page() -> str:
-    tree = ast.parse((PACKAGE / "metrics.py").read_text(encoding="utf-8"))
+    tree = ast.parse((PACKAGE / "_beat" / "metrics.py").read_text(encoding="utf-8"))
     rows = []
     for name, kind, help_text, labels in metric_families(tree):
         exposed = f"{name}_total" if kind == "counter" else name
@@ -244,7 +244,7 @@ def metrics_page() -> str:
     return "\n".join([
         "# Metrics", "",
         "Every series a beat's `/metrics` endpoint (setting `awa_beat_http_port`) can "
-        "export, generated from `awa_beat/metrics.py` when this site was built. Counters "
+        "export, generated from `awa_beat/_beat/metrics.py` when this site was built. Counters "
         "are exposed with the `_total` suffix. When each appears, what it means in "
         "operation and the alerts built on them: [Observability](../observability.md).", "",
         "| series | type | labels | meaning |", "|---|---|---|---|", *rows, ""])

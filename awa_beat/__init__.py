@@ -42,19 +42,19 @@ __version__ = "0.1.0"
 TYPE_CHECKING = False
 
 if TYPE_CHECKING:
-    from .api import Schedules
-    from .calendars import at
-    from .celery_scheduler import Scheduler
-    from .operations import ScheduleView
-    from .spec import ScheduleSpec
+    from ._celery.scheduler import Scheduler
+    from ._ops.api import Schedules
+    from ._ops.operations import ScheduleView
+    from ._schedules.calendars import at
+    from ._schedules.spec import ScheduleSpec
 
 # Each name loaded on first use, and the module that defines it.
 _LAZY = {
-    "Scheduler": "celery_scheduler",
-    "Schedules": "api",
-    "ScheduleSpec": "spec",
-    "ScheduleView": "operations",
-    "at": "calendars",
+    "Scheduler": "_celery.scheduler",
+    "Schedules": "_ops.api",
+    "ScheduleSpec": "_schedules.spec",
+    "ScheduleView": "_ops.operations",
+    "at": "_schedules.calendars",
 }
 
 __all__ = [

@@ -1,3 +1,3 @@
-from awa_beat.cli import main
+from awa_beat._cli import main
 
 main()

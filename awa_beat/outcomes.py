@@ -36,16 +36,16 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, overload
 
-from .bridge.messages import (
+from ._bridge.messages import (
     AT_MOST_ONCE_HEADER,
     FIRE_TIME_HEADER,
     JOB_HEADER,
     SCHEDULE_HEADER,
     fire_task_id,
 )
-from .config import Settings
+from ._config import Settings
+from ._logs import event
 from .errors import AwaBeatError, first_line
-from .logs import event
 
 logger = logging.getLogger(__name__)
 
@@ -500,8 +500,8 @@ def install(app: Any, settings: Settings | None = None,
 
 
 def _store_factory(settings: Settings) -> Callable[[], Any]:
-    from .config import resolve_database_url
-    from .store import Store
+    from ._db.embedded import resolve_database_url
+    from ._db.store import Store
 
     url = resolve_database_url(settings.database_url, create_embedded=False)
 

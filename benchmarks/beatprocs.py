@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psycopg
 
-from awa_beat.testing import terminate, wait_for  # noqa: F401 - the scripts take it from here
+from awa_beat._testing import terminate, wait_for  # noqa: F401 - the scripts take it from here
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

@@ -23,8 +23,8 @@ import psycopg
 from celery.schedules import crontab
 
 from awa_beat import Schedules
-from awa_beat.config import Settings
-from awa_beat.testing import TempDatabases, server_url
+from awa_beat._config import Settings
+from awa_beat._testing import TempDatabases, server_url
 
 TARGET_SECONDS = 2.0
 TARGET_N = 10_000

@@ -20,11 +20,11 @@ from datetime import datetime, timedelta, timezone
 from celery import Celery
 from kombu import Connection
 
-from awa_beat.bridge import Bridge
-from awa_beat.records import FireRequest
-from awa_beat.spec import spec_from_entry
-from awa_beat.store import Store, connect
-from awa_beat.testing import TempDatabases, server_url
+from awa_beat._bridge import Bridge
+from awa_beat._db.records import FireRequest
+from awa_beat._db.store import Store, connect
+from awa_beat._schedules.spec import spec_from_entry
+from awa_beat._testing import TempDatabases, server_url
 
 
 def main() -> None:

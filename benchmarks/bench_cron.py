@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from awa_beat.fire_times import Calendar, calendar_for, due_fires, next_fire_after
+from awa_beat._schedules.fire_times import Calendar, calendar_for, due_fires, next_fire_after
 
 UTC = timezone.utc
 ONE_SECOND = timedelta(seconds=1)

@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_scale import EXPRESSIONS, fill
 
-from awa_beat.fire_times import calendar_for, next_fire_after
-from awa_beat.testing import TempDatabases, server_url
+from awa_beat._schedules.fire_times import calendar_for, next_fire_after
+from awa_beat._testing import TempDatabases, server_url
 
 UTC = timezone.utc
 HORIZON_READ = (

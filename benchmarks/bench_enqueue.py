@@ -4,7 +4,7 @@
     python benchmarks/bench_enqueue.py --against REV [--sizes 10000] [--repeat 10]
 
 Runs on both layouts (standalone awa.jobs table; awa.jobs migrated by awa-pg 0.6.9),
-on the server awa_beat.testing.server_url() finds, in throw-away databases. Each
+on the server awa_beat._testing.server_url() finds, in throw-away databases. Each
 measurement is one call of Store.fire(): one statement that compare-and-swaps every
 cursor and inserts every job. Targets: 50,000 fires/s standalone, 7,000/s on Awa.
 
@@ -26,10 +26,10 @@ from pathlib import Path
 
 from psycopg import Connection
 
-from awa_beat.records import FireRequest
-from awa_beat.sql import parse_queries
-from awa_beat.store import Store, connect, fire_params, fire_query
-from awa_beat.testing import TempDatabases, server_url
+from awa_beat._db.records import FireRequest
+from awa_beat._db.sql import parse_queries
+from awa_beat._db.store import Store, connect, fire_params, fire_query
+from awa_beat._testing import TempDatabases, server_url
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
 
@@ -73,7 +73,7 @@ def measure(url: str, n: int, repeat: int) -> list[float]:
 def statement_at(rev: str, awa_owned: bool) -> str:
     """The fire statement of ``rev``'s queries.sql, for the layout."""
     root = Path(__file__).resolve().parent.parent
-    text = subprocess.run(["git", "show", f"{rev}:awa_beat/sql/queries.sql"], cwd=root,
+    text = subprocess.run(["git", "show", f"{rev}:awa_beat/_db/sql/queries.sql"], cwd=root,
                           check=True, capture_output=True, text=True).stdout
     return parse_queries(text)["fire_batch_awa" if awa_owned else "fire_batch_standalone"]
 

@@ -55,8 +55,8 @@ from beatprocs import (
     wait_for,
 )
 
-from awa_beat.store import connect
-from awa_beat.testing import TempDatabases, server_url
+from awa_beat._db.store import connect
+from awa_beat._testing import TempDatabases, server_url
 
 UTC = timezone.utc
 

@@ -2,7 +2,7 @@
 
     python benchmarks/bench_fire.py [--n 20000] [--calendars shared|distinct]
 
-N schedules in the in-memory store (``awa_beat.testing.MemoryStore``) are all due at
+N schedules in the in-memory store (``awa_beat._testing.MemoryStore``) are all due at
 once: daily at 12:00 in two zones (``shared``: what a burst of tenants at one instant
 looks like), or each at its own minute and hour in one of seven zones (``distinct``).
 The clock is then moved past their fire and ``Engine.fire_due()`` is called until it
@@ -18,9 +18,9 @@ import random
 import time
 from datetime import datetime, timedelta, timezone
 
-import awa_beat.engine as engine_module
-from awa_beat.engine import Engine
-from awa_beat.testing import FakeClock, MemoryStore
+import awa_beat._engine.engine as engine_module
+from awa_beat._engine.engine import Engine
+from awa_beat._testing import FakeClock, MemoryStore
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=timezone.utc)
 ZONES = ["UTC", "Europe/Paris", "America/New_York", "Asia/Tokyo", "Australia/Sydney",

@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from beatprocs import Beats, cpu_seconds, wait_for
 
-from awa_beat.store import connect
-from awa_beat.testing import TempDatabases, server_url
+from awa_beat._db.store import connect
+from awa_beat._testing import TempDatabases, server_url
 
 
 def wakeups(pid: int) -> int:

@@ -40,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from beatprocs import Beats, cpu_seconds, pct, wait_for
 from chaosinfra import free_port
 
-from awa_beat.store import connect
-from awa_beat.testing import TempDatabases, server_url
+from awa_beat._db.store import connect
+from awa_beat._testing import TempDatabases, server_url
 
 LIMIT_MS = 50.0
 

@@ -23,11 +23,11 @@ from typing import Any
 from celery import Celery
 from celery.app.trace import build_tracer
 
-from awa_beat.bridge.messages import fire_task_id
-from awa_beat.config import Settings
+from awa_beat._bridge.messages import fire_task_id
+from awa_beat._config import Settings
+from awa_beat._db.store import Store, connect
+from awa_beat._testing import TempDatabases, server_url
 from awa_beat.outcomes import install
-from awa_beat.store import Store, connect
-from awa_beat.testing import TempDatabases, server_url
 
 LIMIT_MS = 1.0
 

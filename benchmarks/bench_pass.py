@@ -61,10 +61,10 @@ from psycopg.conninfo import make_conninfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from awa_beat.fire_times import calendar_for, next_fire_after
-from awa_beat.sql import queries
-from awa_beat.store import Store, connect
-from awa_beat.testing import TempDatabases, server_url
+from awa_beat._db.sql import queries
+from awa_beat._db.store import Store, connect
+from awa_beat._schedules.fire_times import calendar_for, next_fire_after
+from awa_beat._testing import TempDatabases, server_url
 
 UTC = timezone.utc
 ZONES = ["UTC", "Europe/Paris", "America/New_York", "Asia/Tokyo", "Australia/Sydney",
@@ -257,7 +257,7 @@ class Run:
     """One Engine on its own Store, driven by a fake clock."""
 
     def __init__(self, url: str, counter: StatementCounter) -> None:
-        from awa_beat.engine import Engine
+        from awa_beat._engine.engine import Engine
 
         self.counter = counter
         self.start = datetime.now(UTC)

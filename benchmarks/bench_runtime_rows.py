@@ -23,11 +23,11 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from awa_beat import Schedules
-from awa_beat.config import Settings
-from awa_beat.node import encode_batches
-from awa_beat.spec import specs_from_beat_schedule
-from awa_beat.store import Store
-from awa_beat.testing import TempDatabases
+from awa_beat._beat.node import encode_batches
+from awa_beat._config import Settings
+from awa_beat._db.store import Store
+from awa_beat._schedules.spec import specs_from_beat_schedule
+from awa_beat._testing import TempDatabases
 
 SERVER = os.environ.get("AWA_BEAT_TEST_DATABASE_URL",
                         "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -45,7 +45,7 @@ def entries(n: int) -> dict[str, dict]:
 
 def child(url: str, passes: int) -> None:
     """Load every row into an engine and run passes; print figures as JSON."""
-    from awa_beat.engine import Engine
+    from awa_beat._engine.engine import Engine
 
     def rss() -> float:
         with open("/proc/self/status") as f:

@@ -54,9 +54,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from beatprocs import Beats, as_installed, cpu_seconds, duplicates, leader_pid, pct, wait_for
 
 from awa_beat import Schedules
-from awa_beat.fire_times import calendar_for
-from awa_beat.store import connect
-from awa_beat.testing import TempDatabases, server_url
+from awa_beat._db.store import connect
+from awa_beat._schedules.fire_times import calendar_for
+from awa_beat._testing import TempDatabases, server_url
 
 UTC = timezone.utc
 ZONES = ["UTC", "Europe/Paris", "America/New_York", "Asia/Tokyo", "Australia/Sydney",

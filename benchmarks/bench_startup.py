@@ -46,9 +46,9 @@ def one_start(cfg: dict[str, Any]) -> None:
     mark("importing Celery")
     import peerapp
 
-    import awa_beat.celery_scheduler as adapter
-    import awa_beat.engine as engine
-    import awa_beat.node as node
+    import awa_beat._beat.node as node
+    import awa_beat._celery.scheduler as adapter
+    import awa_beat._engine.engine as engine
     mark("importing awa_beat")
     app = peerapp.build(cfg)
     mark("building the app (beat_schedule)")
@@ -94,7 +94,7 @@ def main() -> None:
     args = parser.parse_args()
     from beatprocs import as_installed
 
-    from awa_beat.testing import TempDatabases, server_url
+    from awa_beat._testing import TempDatabases, server_url
 
     as_installed()
 

@@ -15,9 +15,9 @@ from collections.abc import Callable
 
 from celery.schedules import crontab
 
-from awa_beat.spec import specs_from_beat_schedule
-from awa_beat.store import Store
-from awa_beat.testing import TempDatabases, server_url
+from awa_beat._db.store import Store
+from awa_beat._schedules.spec import specs_from_beat_schedule
+from awa_beat._testing import TempDatabases, server_url
 
 
 def beat_schedule(n: int, hour: int) -> dict:

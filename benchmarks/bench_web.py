@@ -18,9 +18,9 @@ import statistics
 import time
 from typing import Any
 
-from awa_beat.operations import Operations
-from awa_beat.store import Store
-from awa_beat.testing import TempDatabases, server_url
+from awa_beat._db.store import Store
+from awa_beat._ops.operations import Operations
+from awa_beat._testing import TempDatabases, server_url
 from awa_beat.web import create_app
 
 TARGET_MS = 200.0

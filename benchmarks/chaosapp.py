@@ -32,7 +32,7 @@ SCHEDULES = {
 
 _DIE_FLAG = os.environ.get("CHAOSAPP_DIE_BEFORE_MARK")
 if _DIE_FLAG:
-    from awa_beat.store import Store
+    from awa_beat._db.store import Store
 
     _mark_published = Store.mark_published
 

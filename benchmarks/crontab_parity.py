@@ -31,11 +31,11 @@ from zoneinfo import ZoneInfo
 
 from celery.schedules import crontab
 
+from awa_beat._schedules.fire_times import calendar_for, fires_between
+from awa_beat._schedules.markers import is_marker
+from awa_beat._schedules.spec import to_cron_expression
+from awa_beat._testing import celery_crontab_fires as celery_fires
 from awa_beat.errors import ScheduleError
-from awa_beat.fire_times import calendar_for, fires_between
-from awa_beat.markers import is_marker
-from awa_beat.spec import to_cron_expression
-from awa_beat.testing import celery_crontab_fires as celery_fires
 
 UTC = timezone.utc
 YEAR = 2027

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import sys
 
-from awa_beat.config import database_url
-from awa_beat.embedded import embedded_database_url
+from awa_beat._config import database_url
+from awa_beat._db.embedded import embedded_database_url
+from awa_beat._db.store import Store
 from awa_beat.errors import AwaBeatError
-from awa_beat.store import Store
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """Shared fixtures: real PostgreSQL databases in both layouts awa-beat supports.
 
-The server comes from :func:`awa_beat.testing.server_url` (``AWA_BEAT_TEST_DATABASE_URL``,
+The server comes from :func:`awa_beat._testing.server_url` (``AWA_BEAT_TEST_DATABASE_URL``,
 else 127.0.0.1:5432 when it answers, else an embedded one). Every run creates fresh
 databases of its own and drops them at the end.
 
@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from awa_beat.store import Store, connect
-from awa_beat.testing import FAKE_CLOCK_TOLERANCE, TempDatabases, server_url
+from awa_beat._db.store import Store, connect
+from awa_beat._testing import FAKE_CLOCK_TOLERANCE, TempDatabases, server_url
 
 LAYOUTS = ("standalone", "awa")
 

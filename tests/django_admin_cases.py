@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from awa_beat.store import Store, connect
-from awa_beat.testing import TempDatabases
+from awa_beat._db.store import Store, connect
+from awa_beat._testing import TempDatabases
 
 pytestmark = pytest.mark.integration
 django = pytest.importorskip("django")
@@ -47,7 +47,7 @@ def project(databases: TempDatabases) -> Iterator[str]:
     User.objects.create_superuser("root", "root@example.invalid", "pw")
     User.objects.create_user("visitor", "v@example.invalid", "pw")
     yield url
-    from awa_beat.contrib.django.operations import close
+    from awa_beat.contrib.django._operations import close
 
     close()
     connections.close_all()

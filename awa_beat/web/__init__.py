@@ -10,18 +10,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .auth import WebConfig
+from ._auth import WebConfig
 from .seams import OperationsEditor, OperationsOutcomes, Outcomes, ScheduleEditor
 
 if TYPE_CHECKING:
-    from .app import Dashboard
+    from ._app import Dashboard
 
 
 def __getattr__(name: str) -> Any:
     # Jinja2 (the web extra) only for the app itself: the pure parts (describe, used by
     # the Django admin) import without it.
     if name == "Dashboard":
-        from .app import Dashboard
+        from ._app import Dashboard
 
         return Dashboard
     raise AttributeError(name)
@@ -37,16 +37,16 @@ def create_app(database_url: str | None = None, *, config: WebConfig | None = No
                **config_kwargs: Any) -> Dashboard:
     """The dashboard as a WSGI callable.
 
-    On ``operations`` (an :class:`~awa_beat.operations.Operations`, left open) or on a
+    On ``operations`` (an :class:`~awa_beat._ops.operations.Operations`, left open) or on a
     store of its own for ``database_url`` (else $AWA_BEAT_DATABASE_URL, else the
     embedded server), closed by ``app.close()``. ``config`` (or its fields as keyword
     arguments: ``password=``, ``read_only=``, ...) says how it authenticates.
     ``outcomes`` and ``editor`` default to the operations' own (run outcomes, the add and
     edit forms of runtime schedules).
     """
-    from ..operations import Operations, find_database_url
-    from ..store import Store
-    from .app import Dashboard
+    from .._db.store import Store
+    from .._ops.operations import Operations, find_database_url
+    from ._app import Dashboard
 
     if config is None:
         config = WebConfig(**config_kwargs)

@@ -1,5 +1,5 @@
 """Where run outcomes and runtime writes plug into the dashboard, and their
-implementations on :class:`~awa_beat.operations.Operations` (:func:`create_app` passes
+implementations on :class:`~awa_beat._ops.operations.Operations` (:func:`create_app` passes
 them by default).
 
 * :class:`Outcomes`: run outcomes, skips and overdue schedules (issue 16). Without one
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Protocol
 
-from ..operations import JobRecord, Operations
+from .._ops.operations import JobRecord, Operations
 
 
 class Outcomes(Protocol):

@@ -22,10 +22,10 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
+from .._logs import printable
 from ..errors import ConfigError, EndpointError
-from ..logs import printable
-from .app import Dashboard, StartResponse
-from .auth import WebConfig
+from ._app import Dashboard, StartResponse
+from ._auth import WebConfig
 
 logger = logging.getLogger(__name__)
 

@@ -128,9 +128,9 @@ def prepare(app: Celery, cfg: dict[str, Any]) -> None:
 
 
 def _prepare_awa(app: Celery, cfg: dict[str, Any]) -> None:
-    from awa_beat.node import config_digest, encode_batches
-    from awa_beat.spec import specs_from_beat_schedule
-    from awa_beat.store import Store, connect
+    from awa_beat._beat.node import config_digest, encode_batches
+    from awa_beat._db.store import Store, connect
+    from awa_beat._schedules.spec import specs_from_beat_schedule
 
     specs = specs_from_beat_schedule(app.conf.beat_schedule, default_timezone="UTC",
                                      default_dispatch="celery")

@@ -81,7 +81,7 @@ from beatprocs import CLK_TCK, SCHEDSTAT, as_installed, cpu_seconds  # noqa: E40
 sys.path.insert(0, str(HERE))
 from peerapp import BROKER_OPTIONS  # noqa: E402
 
-from awa_beat.testing import TempDatabases, server_url  # noqa: E402
+from awa_beat._testing import TempDatabases, server_url  # noqa: E402
 
 #: Sizes whose start-up is measured --startup-trials times (larger ones once: their
 #: start-up is long enough for one run to tell, and preparing them again is slow).
@@ -405,7 +405,7 @@ def kombu_limit(env: Env, n: int) -> dict[str, float]:
     shape), each with its own task id and args."""
     from celery import Celery
 
-    from awa_beat.bridge.messages import _Recorder
+    from awa_beat._bridge.messages import _Recorder
     out: dict[str, float] = {}
     app = Celery("limit", set_as_current=False)
     app.conf.update(broker_url=env.args.broker, result_expires=None)

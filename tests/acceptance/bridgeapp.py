@@ -14,7 +14,7 @@ from celery import Celery
 from celery.schedules import crontab
 
 from awa_beat import Scheduler
-from awa_beat.node import NodeHooks
+from awa_beat._beat.node import NodeHooks
 
 IDLE_SCHEDULE = {
     "yearly": {"task": "acc.record", "args": ["yearly"],

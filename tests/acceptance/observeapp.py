@@ -15,7 +15,7 @@ from pathlib import Path
 from celery import Celery
 
 from awa_beat import Scheduler
-from awa_beat.node import NodeHooks
+from awa_beat._beat.node import NodeHooks
 
 app = Celery("observe")
 app.conf.update(

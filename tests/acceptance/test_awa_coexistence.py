@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from awa_beat.store import connect
-from awa_beat.testing import awa_url
+from awa_beat._db.store import connect
+from awa_beat._testing import awa_url
 
 from .test_beat_processes import ROOT, Beats, fires, wait_for
 

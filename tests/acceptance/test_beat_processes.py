@@ -20,9 +20,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from awa_beat.fire_times import parse_iso
-from awa_beat.store import connect
-from awa_beat.testing import terminate, wait_for
+from awa_beat._db.store import connect
+from awa_beat._schedules.fire_times import parse_iso
+from awa_beat._testing import terminate, wait_for
 
 pytestmark = pytest.mark.acceptance
 ROOT = Path(__file__).resolve().parents[2]

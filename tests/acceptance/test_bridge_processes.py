@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from awa_beat.store import Store, connect
-from awa_beat.testing import terminate
+from awa_beat._db.store import Store, connect
+from awa_beat._testing import terminate
 from tests.brokers import BROKERS, broker_conf
 
 from .test_beat_processes import ROOT, wait_for

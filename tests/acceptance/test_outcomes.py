@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 from celery import Celery
 
-from awa_beat.bridge.messages import fire_task_id
-from awa_beat.operations import Occurrence, Operations
-from awa_beat.store import connect
-from awa_beat.testing import terminate
+from awa_beat._bridge.messages import fire_task_id
+from awa_beat._db.store import connect
+from awa_beat._ops.operations import Occurrence, Operations
+from awa_beat._testing import terminate
 from tests.brokers import broker_conf
 
 from .test_beat_processes import ROOT, wait_for

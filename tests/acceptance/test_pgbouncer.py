@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from awa_beat.cli import main
-from awa_beat.leader import Leadership, SessionLockUnsupported
-from awa_beat.store import Store
+from awa_beat._cli import main
+from awa_beat._db.lock import Leadership, SessionLockUnsupported
+from awa_beat._db.store import Store
 from tests.pgbouncer import pgbouncer
 
 from .test_beat_processes import ROOT

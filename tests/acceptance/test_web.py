@@ -19,8 +19,8 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from awa_beat.store import Store, connect
-from awa_beat.testing import TempDatabases
+from awa_beat._db.store import Store, connect
+from awa_beat._testing import TempDatabases
 
 pytestmark = pytest.mark.acceptance
 
@@ -294,7 +294,7 @@ def test_read_only_shows_no_action_and_refuses_them(page: Any, read_only_url: st
 
 def test_history_shows_occurrences_and_the_lists_know_failing_and_overdue(
         page: Any, open_url: str, conn: Any, db_url: str) -> None:
-    from awa_beat.operations import Operations
+    from awa_beat._ops.operations import Operations
 
     with Store(db_url) as store:
         store.sync([row("flaky-export", "0 * * * *",

@@ -16,9 +16,14 @@ from celery.schedules import crontab
 from click.testing import CliRunner
 
 from awa_beat import Schedules
-from awa_beat.celery_scheduler import Scheduler
-from awa_beat.cli import main
-from awa_beat.config import Settings
+from awa_beat._celery.scheduler import Scheduler
+from awa_beat._cli import main
+from awa_beat._config import Settings
+from awa_beat._db.store import Store
+from awa_beat._ops.operations import Operations
+from awa_beat._schedules.fire_times import parse_iso
+from awa_beat._schedules.spec import specs_from_beat_schedule
+from awa_beat._testing import wait_for
 from awa_beat.errors import (
     ConfigError,
     NotFound,
@@ -26,11 +31,6 @@ from awa_beat.errors import (
     ScheduleOwned,
     ValidationError,
 )
-from awa_beat.fire_times import parse_iso
-from awa_beat.operations import Operations
-from awa_beat.spec import specs_from_beat_schedule
-from awa_beat.store import Store
-from awa_beat.testing import wait_for
 from tests.apps import celery_app
 
 pytestmark = pytest.mark.integration

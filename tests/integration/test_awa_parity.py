@@ -3,7 +3,7 @@
 A leader replays ``catch_up`` rows whose cursors sit before DST transitions (New York,
 Auckland, Lord Howe, Troll, Paris) and rows using ``W``, ``#``, ``L`` and the day-of-month /
 day-of-week OR rule; every job it inserts must carry exactly the ``cron_fire_time`` values that
-:func:`awa_beat.fire_times.fires_between` predicts. A second test compares what Awa's
+:func:`awa_beat._schedules.fire_times.fires_between` predicts. A second test compares what Awa's
 registration validator accepts with :meth:`CronExpression.parse` and :func:`load_timezone`.
 """
 
@@ -21,10 +21,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from awa_beat.cron import CronExpression, load_timezone
+from awa_beat._schedules.cron import CronExpression, load_timezone
+from awa_beat._schedules.fire_times import (
+    Calendar,
+    calendar_for,
+    due_fires,
+    fires_between,
+    parse_iso,
+)
+from awa_beat._testing import awa_url
 from awa_beat.errors import InvalidCronExpression, InvalidTimezone
-from awa_beat.fire_times import Calendar, calendar_for, due_fires, fires_between, parse_iso
-from awa_beat.testing import awa_url
 from tests.unit.test_cron import ACCEPTED, REJECTED
 
 pytestmark = pytest.mark.integration

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from awa_beat.records import FireRequest
-from awa_beat.store import Store, connect
-from awa_beat.testing import awa_url
+from awa_beat._db.records import FireRequest
+from awa_beat._db.store import Store, connect
+from awa_beat._testing import awa_url
 
 pytestmark = pytest.mark.integration
 awa = pytest.importorskip("awa", reason="awa-pg is not installed")
@@ -94,7 +94,7 @@ class Idle:
 
 def test_an_awa_leader_never_fires_awa_beats_markers(awa_db_url: str) -> None:
     """Awa's own leader, evaluating every row, fires the control row but none of ours."""
-    from awa_beat.fire_times import calendar_for
+    from awa_beat._schedules.fire_times import calendar_for
 
     start = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(minutes=5)
     rows = [("control", "* * * * * *"), *((f"marker-{i}", m) for i, m in enumerate(MARKERS))]

@@ -15,14 +15,14 @@ from celery.beat import ScheduleEntry
 from celery.beat import Scheduler as CeleryScheduler
 from kombu import Connection
 
-from awa_beat.bridge import Bridge, fire_task_id
-from awa_beat.bridge.amqp import coalesced_writes
-from awa_beat.bridge.messages import MessageBuilder
+from awa_beat._bridge import Bridge, fire_task_id
+from awa_beat._bridge.amqp import coalesced_writes
+from awa_beat._bridge.messages import MessageBuilder
+from awa_beat._db.records import FireRequest
+from awa_beat._db.store import Store, connect
+from awa_beat._schedules.spec import spec_from_entry
+from awa_beat._testing import actions, wait_for
 from awa_beat.errors import StoreError
-from awa_beat.records import FireRequest
-from awa_beat.spec import spec_from_entry
-from awa_beat.store import Store, connect
-from awa_beat.testing import actions, wait_for
 from tests.apps import celery_app
 from tests.brokers import BROKERS, broker_conf
 
@@ -530,8 +530,8 @@ def test_a_job_celery_cannot_build_is_marked_failed_and_the_rest_published(
 
 def test_the_fence_reads_nothing_once_the_leaders_lock_session_is_gone(
         standalone: Store) -> None:
-    from awa_beat.leader import Leadership
-    from awa_beat.records import Fence
+    from awa_beat._db.lock import Leadership
+    from awa_beat._db.records import Fence
 
     app = celery_app("fence")
     register(standalone, app, {"s": {"task": "t.s", "schedule": 60}})
@@ -557,8 +557,8 @@ def test_the_fence_reads_nothing_once_the_leaders_lock_session_is_gone(
 
 def test_a_new_leader_connects_to_the_broker_before_its_first_fire(
         app: Celery, standalone: Store) -> None:
-    from awa_beat.leader import Leadership
-    from awa_beat.records import Fence
+    from awa_beat._db.lock import Leadership
+    from awa_beat._db.records import Fence
 
     queue = app.conf.task_default_queue
     register(standalone, app, {"w": {"task": "t.w", "schedule": 60,
@@ -585,8 +585,8 @@ def test_a_new_leader_connects_to_the_broker_before_its_first_fire(
 
 def test_a_new_leaders_warm_up_against_a_broker_that_is_away_reports_nothing(
         app: Celery, standalone: Store, caplog) -> None:
-    from awa_beat.leader import Leadership
-    from awa_beat.records import Fence
+    from awa_beat._db.lock import Leadership
+    from awa_beat._db.records import Fence
 
     if app.broker_kind == "filesystem":  # type: ignore[attr-defined]
         pytest.skip("the filesystem transport cannot be made unreachable")

@@ -9,8 +9,8 @@ import pytest
 from celery.schedules import crontab
 from click.testing import CliRunner
 
-from awa_beat.cli import main
-from awa_beat.store import connect
+from awa_beat._cli import main
+from awa_beat._db.store import connect
 
 pytestmark = pytest.mark.integration
 

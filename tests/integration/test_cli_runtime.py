@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import pytest
 from click.testing import CliRunner
 
-from awa_beat.celery_command import command as celery_awa
-from awa_beat.cli import main
-from awa_beat.store import connect
+from awa_beat._celery.command import command as celery_awa
+from awa_beat._cli import main
+from awa_beat._db.store import connect
 from tests.apps import celery_app
 
 pytestmark = pytest.mark.integration

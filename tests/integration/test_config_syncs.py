@@ -11,10 +11,10 @@ import psycopg
 import pytest
 from celery.schedules import crontab
 
-from awa_beat.config import Settings
-from awa_beat.node import BeatNode
-from awa_beat.spec import ScheduleSpec, specs_from_beat_schedule
-from awa_beat.store import Store, SyncBatch
+from awa_beat._beat.node import BeatNode
+from awa_beat._config import Settings
+from awa_beat._db.store import Store, SyncBatch
+from awa_beat._schedules.spec import ScheduleSpec, specs_from_beat_schedule
 
 pytestmark = pytest.mark.integration
 PROJ = Settings(deployment="proj", default_timezone="UTC", dispatch="awa")

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from awa_beat.store import connect
-from awa_beat.testing import TempDatabases
+from awa_beat._db.store import connect
+from awa_beat._testing import TempDatabases
 
 pytestmark = pytest.mark.integration
 PROJECT = Path(__file__).parent / "django_project"

@@ -10,9 +10,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from awa_beat.engine import Engine
-from awa_beat.store import Store
-from awa_beat.testing import FakeClock as Clock
+from awa_beat._db.store import Store
+from awa_beat._engine.engine import Engine
+from awa_beat._testing import FakeClock as Clock
 
 pytestmark = pytest.mark.integration
 UTC = timezone.utc
@@ -232,7 +232,7 @@ def test_after_a_fire_the_engine_holds_the_row_as_stored(store: Store, conn) -> 
 
 def test_a_burst_is_fired_in_batches_without_sleeping_between(store: Store, conn,
                                                               monkeypatch) -> None:
-    import awa_beat.engine as engine_module
+    import awa_beat._engine.engine as engine_module
 
     monkeypatch.setattr(engine_module, "FIRE_BATCH", 8)
     monkeypatch.setattr(engine_module, "FIRST_FIRE_BATCH", 1)
@@ -259,7 +259,7 @@ def test_a_burst_is_fired_in_batches_without_sleeping_between(store: Store, conn
 
 def test_a_change_committed_later_than_the_lookback_is_seen_at_the_full_reload(
         store: Store, conn) -> None:
-    from awa_beat.engine import FULL_RELOAD_INTERVAL
+    from awa_beat._engine.engine import FULL_RELOAD_INTERVAL
 
     add(store, conn, "a", "0 0 1 1 *", T0)
     clock = Clock(T0)

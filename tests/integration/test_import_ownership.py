@@ -9,9 +9,9 @@ import psycopg
 import pytest
 
 from awa_beat import Schedules
-from awa_beat.config import Settings
-from awa_beat.importers.run import ImportOptions, run_import
-from awa_beat.store import Store
+from awa_beat._config import Settings
+from awa_beat._db.store import Store
+from awa_beat._importers.run import ImportOptions, run_import
 from tests.apps import celery_app
 
 pytestmark = pytest.mark.integration

@@ -7,10 +7,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from awa_beat._db.records import FireRequest
+from awa_beat._db.store import Store, connect
+from awa_beat._schedules.spec import spec_from_entry
 from awa_beat.errors import DatabaseUnavailable
-from awa_beat.records import FireRequest
-from awa_beat.spec import spec_from_entry
-from awa_beat.store import Store, connect
 
 pytestmark = pytest.mark.integration
 UTC = timezone.utc

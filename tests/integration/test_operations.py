@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from awa_beat._db.lock import Leadership
+from awa_beat._db.store import Store
+from awa_beat._ops.operations import Check, Operations, UpcomingFire, diagnose, utcnow, whoami
+from awa_beat._testing import FakeClock
 from awa_beat.errors import NotFound
-from awa_beat.leader import Leadership
-from awa_beat.operations import Check, Operations, UpcomingFire, diagnose, utcnow, whoami
-from awa_beat.store import Store
-from awa_beat.testing import FakeClock
 
 pytestmark = pytest.mark.integration
 UTC = timezone.utc

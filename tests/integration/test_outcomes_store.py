@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from awa_beat.engine import Engine
-from awa_beat.operations import Operations
+from awa_beat._db.records import Coalesced, FireRequest
+from awa_beat._db.store import Store, connect
+from awa_beat._engine.engine import Engine
+from awa_beat._ops.operations import Operations
+from awa_beat._schedules.spec import spec_from_entry
+from awa_beat._testing import FakeClock
 from awa_beat.outcomes import Report, merge, outcome_params
-from awa_beat.records import Coalesced, FireRequest
-from awa_beat.spec import spec_from_entry
-from awa_beat.store import Store, connect
-from awa_beat.testing import FakeClock
 
 pytestmark = pytest.mark.integration
 UTC = timezone.utc
@@ -37,7 +37,7 @@ def fire(store: Store, name: str, expected: datetime, *times: datetime,
 
 
 def finish(store: Store, name: str, fire_time: datetime, state: str = "succeeded") -> None:
-    from awa_beat.bridge.messages import fire_task_id
+    from awa_beat._bridge.messages import fire_task_id
 
     text = fire_time.strftime(TEXT)
     store.record_outcomes(outcome_params([Report(
@@ -153,7 +153,7 @@ def test_history_status_and_doctor_commands_show_occurrences_and_overdue(store: 
 
     from click.testing import CliRunner
 
-    from awa_beat.cli import main
+    from awa_beat._cli import main
 
     register(store, "nightly", overlap="skip")
     t1, t2 = T0 + timedelta(minutes=1), T0 + timedelta(minutes=2)
@@ -182,7 +182,7 @@ def test_history_status_and_doctor_commands_show_occurrences_and_overdue(store: 
 def test_metrics_sources_report_overdue_and_the_workers_outcomes(store: Store) -> None:
     from types import SimpleNamespace
 
-    from awa_beat.metrics import run_report_sources
+    from awa_beat._beat.metrics import run_report_sources
 
     register(store, "ok")
     register(store, "failing")

@@ -11,16 +11,16 @@ from typing import Any
 import pytest
 from celery import Celery
 
-from awa_beat.bridge import Bridge
-from awa_beat.celery_scheduler import Scheduler, configured_entries
-from awa_beat.config import Settings
-from awa_beat.engine import Engine
+from awa_beat._bridge import Bridge
+from awa_beat._celery.scheduler import Scheduler, configured_entries
+from awa_beat._config import Settings
+from awa_beat._db.lock import Leadership
+from awa_beat._db.records import FireRequest
+from awa_beat._db.store import Store, connect
+from awa_beat._engine.engine import Engine
+from awa_beat._schedules.spec import spec_from_entry
+from awa_beat._testing import FakeClock as Clock
 from awa_beat.errors import StoreError
-from awa_beat.leader import Leadership
-from awa_beat.records import FireRequest
-from awa_beat.spec import spec_from_entry
-from awa_beat.store import Store, connect
-from awa_beat.testing import FakeClock as Clock
 from tests.apps import celery_app
 
 pytestmark = pytest.mark.integration

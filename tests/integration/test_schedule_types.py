@@ -10,13 +10,13 @@ from typing import Any
 import psycopg
 import pytest
 
-from awa_beat.calendars import at
-from awa_beat.engine import Engine
-from awa_beat.markers import RETIRED_BY
-from awa_beat.operations import next_fire
-from awa_beat.spec import spec_from_entry
-from awa_beat.store import Store
-from awa_beat.testing import FakeClock
+from awa_beat._db.store import Store
+from awa_beat._engine.engine import Engine
+from awa_beat._ops.operations import next_fire
+from awa_beat._schedules.calendars import at
+from awa_beat._schedules.markers import RETIRED_BY
+from awa_beat._schedules.spec import spec_from_entry
+from awa_beat._testing import FakeClock
 
 pytestmark = pytest.mark.integration
 UTC = timezone.utc

@@ -15,9 +15,9 @@ import pytest
 from celery import Celery
 from celery.schedules import crontab
 
-from awa_beat.celery_scheduler import Scheduler
-from awa_beat.store import connect
-from awa_beat.testing import FakeClock as Clock
+from awa_beat._celery.scheduler import Scheduler
+from awa_beat._db.store import connect
+from awa_beat._testing import FakeClock as Clock
 from tests.apps import celery_app
 
 pytestmark = pytest.mark.integration
@@ -136,7 +136,7 @@ def test_orphans_are_reported_not_deleted(db_url: str, caplog) -> None:
 
 
 def test_the_leader_reasserts_the_configuration_in_slices(db_url: str, conn, monkeypatch) -> None:
-    import awa_beat.node as cs
+    import awa_beat._beat.node as cs
 
     monkeypatch.setattr(cs, "RESYNC_SLICE", 2)
     schedule = {f"t{i}": {"task": "t", "schedule": 3600} for i in range(5)}
@@ -376,8 +376,8 @@ def test_sigterm_during_start_up_stops_beat_and_starts_nothing_twice(databases,
     from celery import beat
     from psycopg.conninfo import conninfo_to_dict
 
-    from awa_beat.store import Store
-    from awa_beat.testing import wait_for
+    from awa_beat._db.store import Store
+    from awa_beat._testing import wait_for
 
     url = databases.fresh("standalone")
     dbname = conninfo_to_dict(url)["dbname"]

@@ -13,11 +13,11 @@ import psycopg
 import pytest
 
 from awa_beat import Schedules
-from awa_beat import node as node_module
-from awa_beat.config import Settings
-from awa_beat.fire_times import parse_iso
-from awa_beat.node import STANDBY_REFRESH_INTERVAL, BeatNode
-from awa_beat.testing import wait_for
+from awa_beat._beat import node as node_module
+from awa_beat._beat.node import STANDBY_REFRESH_INTERVAL, BeatNode
+from awa_beat._config import Settings
+from awa_beat._schedules.fire_times import parse_iso
+from awa_beat._testing import wait_for
 
 pytestmark = pytest.mark.integration
 PROJ = Settings(deployment="proj", default_timezone="UTC", dispatch="awa",

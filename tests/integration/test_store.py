@@ -9,10 +9,10 @@ from typing import Any
 import psycopg
 import pytest
 
+from awa_beat._db.records import FireRequest, SyncResult
+from awa_beat._db.store import Store, connect, fire_params, fire_query
+from awa_beat._testing import wait_for
 from awa_beat.errors import NotFound, StoreError
-from awa_beat.records import FireRequest, SyncResult
-from awa_beat.store import Store, connect, fire_params, fire_query
-from awa_beat.testing import wait_for
 
 pytestmark = pytest.mark.integration
 UTC = timezone.utc
@@ -91,7 +91,7 @@ def test_rows_read_together_share_one_object_per_instant(store: Store, conn,
     _, changed = store.changes(T0 - timedelta(days=3650))
     assert changed[0].created_at is changed[1].created_at
     # Past the bound, instants are parsed afresh: still the stored values.
-    monkeypatch.setattr("awa_beat.store.SHARED_INSTANTS", 1)
+    monkeypatch.setattr("awa_beat._db.store.SHARED_INSTANTS", 1)
     _, bounded = store.cron_states()
     assert sorted((r.name, r.last_enqueued_at, r.created_at) for r in bounded) == sorted(
         (name, v[0], v[1]) for name, v in stored.items())
@@ -145,7 +145,7 @@ def test_unchanged_resync_writes_nothing_not_even_a_row_lock(store: Store, conn)
 
 def test_sync_all_compares_batches_on_several_connections_with_one_total(
         store: Store, conn, monkeypatch) -> None:
-    from awa_beat.store import SyncBatch
+    from awa_beat._db.store import SyncBatch
 
     def batches(kind: str = "app.tasks.tick") -> list[SyncBatch]:
         return [SyncBatch.encode([row(f"s{b}-{i}", kind=kind if i == 0 else "app.tasks.tick")
@@ -174,7 +174,7 @@ def test_sync_all_compares_batches_on_several_connections_with_one_total(
 
 
 def test_sync_all_stops_at_a_refused_batch(store: Store, conn) -> None:
-    from awa_beat.store import SyncBatch
+    from awa_beat._db.store import SyncBatch
 
     good = [SyncBatch.encode([row(f"g{b}-{i}") for i in range(20)], "proj") for b in range(4)]
     bad = SyncBatch.encode([row("bad", kind="app.tasks.\x00")], "proj")  # text has no NUL

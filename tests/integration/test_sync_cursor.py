@@ -9,10 +9,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from awa_beat.engine import Engine
-from awa_beat.fire_times import parse_iso
-from awa_beat.store import Store
-from awa_beat.testing import FakeClock
+from awa_beat._db.store import Store
+from awa_beat._engine.engine import Engine
+from awa_beat._schedules.fire_times import parse_iso
+from awa_beat._testing import FakeClock
 
 pytestmark = pytest.mark.integration
 UTC = timezone.utc

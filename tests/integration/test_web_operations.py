@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from awa_beat.operations import Operations, ScheduleFilter
-from awa_beat.store import Store
+from awa_beat._db.store import Store
+from awa_beat._ops.operations import Operations, ScheduleFilter
 
 pytestmark = pytest.mark.integration
 

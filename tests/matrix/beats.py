@@ -11,7 +11,7 @@ from pathlib import Path
 
 from psycopg.conninfo import conninfo_to_dict
 
-from awa_beat.testing import terminate, wait_for
+from awa_beat._testing import terminate, wait_for
 from tests.acceptance.test_observability import Beat, free_port
 
 ROOT = Path(__file__).resolve().parents[2]

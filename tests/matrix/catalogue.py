@@ -1,7 +1,7 @@
 """The catalogue of the matrix suite: one schedule of every type, and how to store them.
 
 :data:`CATALOGUE` maps a name to an :class:`Entry`: a real ``beat_schedule`` entry (Celery's
-``crontab``, ``timedelta``, ``solar``, dateutil's ``rrule``, :func:`awa_beat.calendars.at`,
+``crontab``, ``timedelta``, ``solar``, dateutil's ``rrule``, :func:`awa_beat.at`,
 bounds in ``options["awa_beat"]``) with what awa-beat must store for it (``cron_expr``,
 ``timezone``, the marker kind), who owns the row (``config``: a beat's ``beat_schedule``;
 ``runtime``: the Python API), the state it is left in (``active``, ``paused`` by an
@@ -9,10 +9,10 @@ operator, ``retired`` by the fire of its last run) and its documented calendar
 (:meth:`Entry.next_after`), computed here without awa-beat's own calendar code.
 
 :func:`store_catalogue` writes them into a migrated database the way they get there in
-real life: config-owned entries by a beat's start-up sync (:class:`~awa_beat.node.BeatNode`
+real life: config-owned entries by a beat's start-up sync (:class:`~awa_beat._beat.node.BeatNode`
 of deployment :data:`DEPLOYMENT`), runtime-owned ones through :class:`awa_beat.Schedules`,
 the pause through the API, and the retired one by the real fire statement (an
-:class:`~awa_beat.engine.Engine` on an injected clock fires its last run). The fixtures in
+:class:`~awa_beat._engine.engine.Engine` on an injected clock fires its last run). The fixtures in
 ``tests/matrix/conftest.py`` give each test such a database, in either table layout::
 
     def test_every_type_is_listed(matrix_db: MatrixDB) -> None:
@@ -42,14 +42,14 @@ from celery.schedules import crontab, solar
 from dateutil.rrule import MO, WE, WEEKLY, rrule
 
 from awa_beat import Schedules
-from awa_beat.calendars import at
-from awa_beat.config import Settings
-from awa_beat.engine import Engine
-from awa_beat.markers import RETIRED_BY
-from awa_beat.node import BeatNode
-from awa_beat.spec import specs_from_beat_schedule
-from awa_beat.store import Store, connect
-from awa_beat.testing import FakeClock
+from awa_beat._beat.node import BeatNode
+from awa_beat._config import Settings
+from awa_beat._db.store import Store, connect
+from awa_beat._engine.engine import Engine
+from awa_beat._schedules.calendars import at
+from awa_beat._schedules.markers import RETIRED_BY
+from awa_beat._schedules.spec import specs_from_beat_schedule
+from awa_beat._testing import FakeClock
 
 UTC = timezone.utc
 #: The deployment whose beat registers the config-owned entries (and that runtime rows
@@ -175,7 +175,7 @@ class Entry:
     """``config`` (registered by :data:`DEPLOYMENT`'s beat) or ``runtime`` (the API)."""
     state: str = "active"
     """``active``, ``paused`` (by :data:`PAUSED_BY`) or ``retired`` (paused by
-    :data:`~awa_beat.markers.RETIRED_BY`, by the fire of its last run)."""
+    :data:`~awa_beat._schedules.markers.RETIRED_BY`, by the fire of its last run)."""
     max_runs: int | None = None
     """The run limit stored in the marker (``runs=``), if any."""
     runs: int = 0

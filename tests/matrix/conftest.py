@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from awa_beat.testing import TempDatabases
+from awa_beat._testing import TempDatabases
 from tests.conftest import LAYOUTS
 from tests.matrix.catalogue import MatrixDB, store_catalogue
 

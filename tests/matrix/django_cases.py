@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from awa_beat.markers import RETIRED_BY
-from awa_beat.store import connect
+from awa_beat._db.store import connect
+from awa_beat._schedules.markers import RETIRED_BY
 from tests.django_admin_cases import shown_fields
 from tests.matrix.catalogue import CATALOGUE, FORMS, NAMES, PAUSED_BY, MatrixDB, stored_rows
 from tests.matrix.test_views import WORDS
@@ -52,7 +52,7 @@ def matrix(request: pytest.FixtureRequest) -> Iterator[MatrixDB]:
     call_command("migrate", verbosity=0)
     User.objects.create_superuser("root", "root@example.invalid", "pw")
     yield db
-    from awa_beat.contrib.django.operations import close
+    from awa_beat.contrib.django._operations import close
 
     close()
     connections.close_all()

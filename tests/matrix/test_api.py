@@ -16,10 +16,10 @@ import pytest
 from celery.schedules import crontab
 
 from awa_beat import Schedules
+from awa_beat._db.records import ScheduleRow
+from awa_beat._schedules.fire_times import calendar_for, next_fire_after
+from awa_beat._schedules.markers import Bounds, bounded, split_bounds
 from awa_beat.errors import NotFound, ScheduleOwned
-from awa_beat.fire_times import calendar_for, next_fire_after
-from awa_beat.markers import Bounds, bounded, split_bounds
-from awa_beat.records import ScheduleRow
 from tests.matrix.catalogue import CATALOGUE, NAMES, MatrixDB, stored_rows
 
 pytestmark = pytest.mark.integration

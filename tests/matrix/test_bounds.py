@@ -14,13 +14,13 @@ from celery.schedules import crontab, solar
 from click.testing import CliRunner
 from dateutil.rrule import MO, WEEKLY, rrule
 
-from awa_beat.calendars import at
-from awa_beat.cli import main
-from awa_beat.engine import Engine
+from awa_beat._cli import main
+from awa_beat._db.store import Store
+from awa_beat._engine.engine import Engine
+from awa_beat._schedules.calendars import at
+from awa_beat._schedules.markers import RETIRED_BY
+from awa_beat._testing import FAKE_CLOCK_TOLERANCE, FakeClock
 from awa_beat.errors import ValidationError
-from awa_beat.markers import RETIRED_BY
-from awa_beat.store import Store
-from awa_beat.testing import FAKE_CLOCK_TOLERANCE, FakeClock
 from tests.matrix.catalogue import (
     AT_INSTANT,
     CATALOGUE,

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from awa_beat.operations import ScheduleBounds
-from awa_beat.store import Store
-from awa_beat.testing import TempDatabases
+from awa_beat._db.store import Store
+from awa_beat._ops.operations import ScheduleBounds
+from awa_beat._testing import TempDatabases
 
 # Skips this module as it skips its own without Chromium or Playwright.
 from tests.acceptance.test_web import CHROMIUM, WebConfig, expect, serve, sync_api

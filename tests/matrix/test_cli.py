@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from awa_beat.markers import bounded, split_bounds
+from awa_beat._schedules.markers import bounded, split_bounds
 from tests.integration.test_cli import run
 from tests.matrix.catalogue import (
     CATALOGUE,

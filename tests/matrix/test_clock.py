@@ -18,14 +18,14 @@ from typing import Any
 import psycopg
 import pytest
 
-from awa_beat.config import Settings
-from awa_beat.engine import Engine
+from awa_beat._beat.http import readiness
+from awa_beat._config import Settings
+from awa_beat._db.lock import Leadership, skew_problem
+from awa_beat._db.records import FireRequest
+from awa_beat._db.store import Store, clock_skew
+from awa_beat._engine.engine import Engine
+from awa_beat._testing import FakeClock, MemoryStore, wait_for
 from awa_beat.errors import ConfigError
-from awa_beat.http import readiness
-from awa_beat.leader import Leadership, skew_problem
-from awa_beat.records import FireRequest
-from awa_beat.store import Store, clock_skew
-from awa_beat.testing import FakeClock, MemoryStore, wait_for
 from tests.matrix.catalogue import MatrixDB
 
 UTC = timezone.utc

@@ -21,9 +21,9 @@ from celery import Celery
 from celery.schedules import BaseSchedule, crontab, schedule, solar
 from click.testing import CliRunner
 
-from awa_beat.cli import main
-from awa_beat.store import connect
-from awa_beat.testing import TempDatabases, terminate, wait_for
+from awa_beat._cli import main
+from awa_beat._db.store import connect
+from awa_beat._testing import TempDatabases, terminate, wait_for
 from tests.brokers import broker_conf
 from tests.matrix.catalogue import CATALOGUE, DEPLOYMENT, NAMES, Entry, MatrixDB
 

@@ -16,8 +16,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from awa_beat.store import connect
-from awa_beat.testing import wait_for
+from awa_beat._db.store import connect
+from awa_beat._testing import wait_for
 from tests.acceptance.test_observability import Beat
 from tests.conftest import LAYOUTS
 from tests.matrix.beats import running_beat

@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 
 from awa_beat import Schedules
+from awa_beat._db.store import connect
+from awa_beat._ops.operations import Operations
+from awa_beat._testing import terminate, wait_for
 from awa_beat.errors import NotFound, UnknownSchema, WriteNotApplied
-from awa_beat.operations import Operations
-from awa_beat.store import connect
-from awa_beat.testing import terminate, wait_for
 from awa_beat.web import create_app
 from awa_beat.web.server import make
 from tests.matrix.catalogue import CATALOGUE, SETTINGS, MatrixDB, beat_schedule, stored_rows

@@ -85,9 +85,9 @@ def test_a_users_program_type_checks_against_the_real_types(tmp_path: Path) -> N
                 if "Revealed type is" in line]
     assert len(revealed) == 4, result.stdout
     schedules, scheduler, at, error = revealed
-    assert schedules.endswith("-> awa_beat.api.Schedules\"")
-    assert scheduler.endswith("-> awa_beat.celery_scheduler.Scheduler\"")
-    assert at.endswith("-> awa_beat.calendars.at\"")
+    assert schedules.endswith("-> awa_beat._ops.api.Schedules\"")
+    assert scheduler.endswith("-> awa_beat._celery.scheduler.Scheduler\"")
+    assert at.endswith("-> awa_beat._schedules.calendars.at\"")
     assert error.endswith("-> awa_beat.errors.ValidationError\"")
 
 

@@ -24,11 +24,11 @@ from click.testing import Result
 from dateutil.rrule import DAILY, rrule
 
 from awa_beat import Schedules
-from awa_beat.calendars import at
+from awa_beat._beat.node import BeatNode
+from awa_beat._db.store import Store, connect
+from awa_beat._schedules.calendars import at
+from awa_beat._schedules.spec import ScheduleSpec, specs_from_beat_schedule
 from awa_beat.errors import DataRefused, ValidationError
-from awa_beat.node import BeatNode
-from awa_beat.spec import ScheduleSpec, specs_from_beat_schedule
-from awa_beat.store import Store, connect
 from tests.integration.test_cli import run
 from tests.matrix.catalogue import NAMES, SETTINGS, MatrixDB
 

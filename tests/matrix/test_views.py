@@ -29,12 +29,12 @@ from celery.schedules import crontab
 from click.testing import CliRunner
 
 from awa_beat import Schedules
-from awa_beat.cli import main
-from awa_beat.fire_times import calendar_for, next_fire_after
-from awa_beat.operations import Operations
-from awa_beat.records import FireRequest
-from awa_beat.store import Store, connect
-from awa_beat.testing import FAKE_CLOCK_TOLERANCE, FakeClock
+from awa_beat._cli import main
+from awa_beat._db.records import FireRequest
+from awa_beat._db.store import Store, connect
+from awa_beat._ops.operations import Operations
+from awa_beat._schedules.fire_times import calendar_for, next_fire_after
+from awa_beat._testing import FAKE_CLOCK_TOLERANCE, FakeClock
 from tests.matrix.catalogue import CATALOGUE, NAMES, SETTINGS, MatrixDB
 from tests.web_server import serve
 
@@ -252,7 +252,7 @@ def test_a_schedule_added_in_a_long_transaction_has_never_fired(matrix_db: Matri
 def test_history_labels_a_failed_celery_task_failed(matrix_db: MatrixDB) -> None:
     if matrix_db.layout != "standalone":
         pytest.skip("Celery dispatch is refused where Awa owns the tables")
-    from awa_beat.bridge.messages import fire_task_id
+    from awa_beat._bridge.messages import fire_task_id
     from awa_beat.outcomes import Report, outcome_params
 
     name = "celery-task"

@@ -15,8 +15,8 @@ from celery.utils.saferepr import saferepr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from awa_beat.bridge.amqp import HeaderTable, PublishFrames, encode_properties
-from awa_beat.bridge.messages import _Recorder, _saferepr
+from awa_beat._bridge.amqp import HeaderTable, PublishFrames, encode_properties
+from awa_beat._bridge.messages import _Recorder, _saferepr
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**63, 2**63 - 1),
                     st.floats(allow_nan=False), st.text(max_size=40))

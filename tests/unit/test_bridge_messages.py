@@ -16,12 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kombu.serialization import register
 
-from awa_beat.bridge import Bridge, Dispatcher, fire_task_id
-from awa_beat.bridge import messages as m
-from awa_beat.bridge.messages import MessageBuilder, _call, _parse_fire_time, _Plan
+from awa_beat._bridge import Bridge, Dispatcher, fire_task_id
+from awa_beat._bridge import messages as m
+from awa_beat._bridge.messages import MessageBuilder, _call, _parse_fire_time, _Plan
+from awa_beat._db.records import Fence
+from awa_beat._testing import actions, wait_for
 from awa_beat.errors import DatabaseUnavailable
-from awa_beat.records import Fence
-from awa_beat.testing import actions, wait_for
 from tests.apps import celery_app
 
 UTC = timezone.utc

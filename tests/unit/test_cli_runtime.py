@@ -7,8 +7,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from celery.schedules import solar
 
-from awa_beat.calendars import at
-from awa_beat.cli.runtime import entry_from_options, parse_every
+from awa_beat._cli.runtime import entry_from_options, parse_every
+from awa_beat._schedules.calendars import at
 from awa_beat.errors import ScheduleError
 
 

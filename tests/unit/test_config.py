@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from awa_beat.config import (
+from awa_beat._config import (
     AWA_MAIN_LOCK_KEY,
     DEFAULT_LOCK_KEY,
     Settings,

@@ -1,4 +1,4 @@
-"""Conformance of awa_beat.cron / awa_beat.fire_times with Awa (croner 2.2.0 + chrono-tz).
+"""Conformance of awa_beat's cron and fire-time code with Awa (croner 2.2.0 + chrono-tz).
 
 Every expected instant in the tables below is UTC. The DST, ``W``, ``L`` and ``#`` rows come from
 the Awa research report (sections 2 and 7), which recorded what a real awa-pg 0.6.9 worker fired;
@@ -16,9 +16,8 @@ from croniter import croniter
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from awa_beat.cron import CronExpression, load_timezone
-from awa_beat.errors import InvalidCronExpression, InvalidTimezone
-from awa_beat.fire_times import (
+from awa_beat._schedules.cron import CronExpression, load_timezone
+from awa_beat._schedules.fire_times import (
     Calendar,
     CronCalendar,
     IntervalCalendar,
@@ -29,6 +28,7 @@ from awa_beat.fire_times import (
     next_fire_after,
     parse_iso,
 )
+from awa_beat.errors import InvalidCronExpression, InvalidTimezone
 
 UTC = timezone.utc
 SETTINGS = settings(
@@ -675,7 +675,7 @@ def test_wall_hours_remembered_resolve_as_each_alone(
         picks: list[tuple[tuple[str, datetime], int, int, int, int]]) -> None:
     """A wall time resolves to the instant it resolves to with nothing remembered,
     whatever was asked before it (other zones, the same hour, a skipped or repeated one)."""
-    from awa_beat import fire_times
+    from awa_beat._schedules import fire_times
 
     fire_times._HOURS.clear()
     for (zone, day), shift, h, mi, s in picks:

@@ -16,12 +16,12 @@ from celery.schedules import crontab
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from awa_beat.cron import CronExpression
+from awa_beat._schedules.cron import CronExpression
+from awa_beat._schedules.fire_times import calendar_for, fires_between
+from awa_beat._schedules.markers import is_marker
+from awa_beat._schedules.spec import to_cron_expression
+from awa_beat._testing import celery_crontab_fires
 from awa_beat.errors import InvalidCronExpression
-from awa_beat.fire_times import calendar_for, fires_between
-from awa_beat.markers import is_marker
-from awa_beat.spec import to_cron_expression
-from awa_beat.testing import celery_crontab_fires
 
 UTC = timezone.utc
 YEAR_START = datetime(2027, 1, 1, tzinfo=UTC)
@@ -153,7 +153,7 @@ def test_a_marker_bounds_and_reads_back() -> None:
 
 @pytest.mark.parametrize("dst", ["awa", "celery"])
 def test_export_gives_the_stored_crontab_back(dst: str) -> None:
-    from awa_beat.exporting import celery_schedule
+    from awa_beat._exporting import celery_schedule
 
     tab = crontab(minute=0, hour=9, day_of_month="13", day_of_week="fri")
     expr, _ = to_cron_expression(tab, dst)
@@ -261,8 +261,8 @@ def test_the_readmes_examples(zone: str, fields: dict[str, str], start: datetime
 
 
 def test_the_dst_setting_and_the_entrys_option() -> None:
+    from awa_beat._schedules.spec import specs_from_beat_schedule
     from awa_beat.errors import ValidationError
-    from awa_beat.spec import specs_from_beat_schedule
 
     hourly = crontab(minute=17)
     entries = {"default": {"task": "t", "schedule": hourly},

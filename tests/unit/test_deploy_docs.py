@@ -14,8 +14,8 @@ import pytest
 import yaml
 from prometheus_client import generate_latest
 
-from awa_beat.metrics import registry_for
-from awa_beat.testing import FakeClock
+from awa_beat._beat.metrics import registry_for
+from awa_beat._testing import FakeClock
 from tests.unit.test_metrics import ENTRIES, StatsOutbox
 from tests.unit.test_node import Cluster
 

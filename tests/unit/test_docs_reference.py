@@ -12,8 +12,8 @@ from types import ModuleType
 import click
 import pytest
 
-from awa_beat.cli import main
-from awa_beat.config import Settings
+from awa_beat._cli import main
+from awa_beat._config import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,7 +41,7 @@ def test_every_setting_has_a_row_with_its_meaning(hooks: ModuleType) -> None:
     for field in dataclasses.fields(Settings):
         row = rows[f"awa_beat_{field.name}"]
         assert row[1] == f"`AWA_BEAT_{field.name.upper()}`"
-        assert row[4], f"awa_beat_{field.name} has no docstring in awa_beat.config.Settings"
+        assert row[4], f"awa_beat_{field.name} has no docstring in awa_beat._config.Settings"
     assert rows["awa_beat_ping_interval"][3] == "float from 0.1 to 3600"
     assert rows["awa_beat_log_format"][3] == "`text` or `json`"
 

@@ -8,7 +8,7 @@ import heapq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from awa_beat.due_queue import DueQueue
+from awa_beat._engine.due_queue import DueQueue
 
 NAMES = st.sampled_from(["a", "b", "c", "d", "e"])
 INSTANTS = st.integers(0, 5).map(float)

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from awa_beat.engine import Engine
+from awa_beat._engine.engine import Engine
+from awa_beat._testing import FakeClock, MemoryStore, actions
 from awa_beat.errors import DatabaseUnavailable
-from awa_beat.testing import FakeClock, MemoryStore, actions
 
 UTC = timezone.utc
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -134,7 +134,7 @@ def test_a_database_error_retries_the_due_fires_a_second_later(
 
 def test_the_periodic_sweep_reads_a_slice_per_pass_and_sees_a_late_commit(
         clock: FakeClock, store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    from awa_beat import engine as engine_module
+    from awa_beat._engine import engine as engine_module
 
     monkeypatch.setattr(engine_module, "SWEEP_SLICE", 2)
     for i in range(5):

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from awa_beat.engine import Engine
-from awa_beat.records import CronState, columns_of
+from awa_beat._db.records import CronState, columns_of
+from awa_beat._engine.engine import Engine
 
 UTC = timezone.utc
 T0 = datetime(2026, 3, 7, 12, 0, tzinfo=UTC)  # a day before New York's spring change
@@ -55,7 +55,7 @@ def test_rows_read_together_are_due_when_each_alone_would_be(batch: list[CronSta
 
 
 def test_the_kind_cache_starts_afresh_when_full(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("awa_beat.engine.KIND_CACHE", 2)
+    monkeypatch.setattr("awa_beat._engine.engine.KIND_CACHE", 2)
     engine = Engine(store=None)  # type: ignore[arg-type]  # _apply reads no database
 
     def row(name: str, expr: str) -> CronState:

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from awa_beat.engine import Engine
-from awa_beat.records import CronState
+from awa_beat._db.records import CronState
+from awa_beat._engine.engine import Engine
 
 UTC = timezone.utc
 T0 = datetime(2026, 3, 7, 12, 0, tzinfo=UTC)
@@ -72,7 +72,7 @@ def test_a_row_read_is_held_only_if_every_column_is_as_held(row: CronState,
 def test_zones_and_policies_past_the_pair_table_are_spelled_out(
         batch: list[CronState]) -> None:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("awa_beat.engine._NO_PAIR", 2)  # a table of two pairs, then full
+        patch.setattr("awa_beat._engine.engine._NO_PAIR", 2)  # a table of two pairs, then full
         held = engine()
         held._apply([held._entry(row) for row in batch])
         assert sorted(held.rows(), key=lambda r: r.name) == sorted(batch, key=lambda r: r.name)
@@ -100,7 +100,7 @@ def test_due_instants_and_the_census_come_from_the_packed_rows() -> None:
 
 
 def test_a_row_queued_twice_at_one_instant_fires_once() -> None:
-    from awa_beat.testing import FakeClock, MemoryStore
+    from awa_beat._testing import FakeClock, MemoryStore
 
     clock = FakeClock(T0)
     store = MemoryStore(clock)
@@ -130,7 +130,7 @@ def test_two_instants_of_one_repeated_wall_time_are_remembered_apart() -> None:
     # must not be given for the second.
     from zoneinfo import ZoneInfo
 
-    from awa_beat.fire_times import calendar_for
+    from awa_beat._schedules.fire_times import calendar_for
 
     calendar = calendar_for("0 0 * * * *", "UTC")
     first = datetime(2026, 11, 1, 1, 30, tzinfo=ZoneInfo("America/New_York"))  # 05:30Z

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from awa_beat.importers.common import convert
-from awa_beat.importers.planning import plan
-from awa_beat.records import ScheduleRow
+from awa_beat._db.records import ScheduleRow
+from awa_beat._importers.common import convert
+from awa_beat._importers.planning import plan
 
 UTC = timezone.utc
 

@@ -14,9 +14,8 @@ import pytest
 from celery.beat import ScheduleEntry
 from celery.schedules import crontab, schedule
 
-from awa_beat.errors import SourceError
-from awa_beat.fire_times import calendar_for, next_fire_after
-from awa_beat.importers.common import (
+from awa_beat._db.records import ScheduleRow
+from awa_beat._importers.common import (
     BACKEND_CLEANUP,
     BACKEND_CLEANUP_REASON,
     Imported,
@@ -26,18 +25,19 @@ from awa_beat.importers.common import (
     dedupe,
     utc_cursor,
 )
-from awa_beat.importers.django import DJANGO_PAUSED_BY, DjangoTables, from_django
-from awa_beat.importers.planning import ABSENT, plan
-from awa_beat.importers.redbeat import (
+from awa_beat._importers.django import DJANGO_PAUSED_BY, DjangoTables, from_django
+from awa_beat._importers.planning import ABSENT, plan
+from awa_beat._importers.redbeat import (
     REDBEAT_PAUSED_BY,
     RedBeatRecord,
     decode_redbeat,
     from_redbeat,
     redact_url,
 )
-from awa_beat.importers.schedule_file import ScheduleFile, from_schedule_file, naive_zone
-from awa_beat.markers import RETIRED_BY
-from awa_beat.records import ScheduleRow
+from awa_beat._importers.schedule_file import ScheduleFile, from_schedule_file, naive_zone
+from awa_beat._schedules.fire_times import calendar_for, next_fire_after
+from awa_beat._schedules.markers import RETIRED_BY
+from awa_beat.errors import SourceError
 from tests.apps import celery_app
 
 UTC = timezone.utc
@@ -332,7 +332,7 @@ RRULE = ('{"__type__": "rrule", "freq": 2, "interval": 1, "byweekday": '
 
 
 def test_redbeat_rrule_and_weekday_decode_to_markers() -> None:
-    from awa_beat.importers.redbeat import _RRule, _Weekday
+    from awa_beat._importers.redbeat import _RRule, _Weekday
 
     decoded = decode_redbeat(RRULE)
     assert isinstance(decoded, _RRule) and decoded.fields["freq"] == 2
@@ -597,7 +597,7 @@ def test_plan_notes_a_future_cursor_and_pause_differences() -> None:
 
 
 def test_written_counts_what_the_statement_reported() -> None:
-    from awa_beat.importers.run import written
+    from awa_beat._importers.run import written
 
     earlier = NOW - timedelta(hours=1)
     rows = [
@@ -641,7 +641,7 @@ def test_django_odd_rows_are_not_carried_and_the_others_are() -> None:
 
 
 def test_redbeat_odd_rows_are_not_carried_and_the_others_are() -> None:
-    from awa_beat.importers.redbeat import _record
+    from awa_beat._importers.redbeat import _record
 
     rule = {"__type__": "rrule", "freq": 99, "dtstart": 1767600000}
     results = from_redbeat([

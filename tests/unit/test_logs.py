@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from awa_beat.logs import JsonFormatter, event, printable
+from awa_beat._logs import JsonFormatter, event, printable
 
 FORGED = ("nightly\n[2026-12-07 00:00:00,000: CRITICAL/MainProcess] beat: database wiped"
           "\x1b[2J\u202e")

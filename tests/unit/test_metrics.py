@@ -14,14 +14,15 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from awa_beat.config import Settings
+from awa_beat._beat.http import CONTACT_WINDOW, Endpoint, liveness, readiness
+from awa_beat._beat.metrics import BeatCollector, Refresher, registry_for
+from awa_beat._beat.node import BeatNode
+from awa_beat._config import Settings
+from awa_beat._db.records import OutboxBacklog, OutboxStats
+from awa_beat._logs import JsonFormatter, event
+from awa_beat._ops.operations import node_run_report
+from awa_beat._testing import FakeClock, wait_for
 from awa_beat.errors import ConfigError, EndpointError, StoreError, ValidationError
-from awa_beat.http import CONTACT_WINDOW, Endpoint, liveness, readiness
-from awa_beat.logs import JsonFormatter, event
-from awa_beat.metrics import BeatCollector, Refresher, node_run_report, registry_for
-from awa_beat.node import BeatNode
-from awa_beat.records import OutboxBacklog, OutboxStats
-from awa_beat.testing import FakeClock, wait_for
 from tests.unit.test_node import Cluster
 
 UTC = timezone.utc

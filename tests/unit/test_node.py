@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from awa_beat.config import Settings
+from awa_beat._beat.node import HEARTBEAT_INTERVAL, BeatNode, NodeHooks
+from awa_beat._config import Settings
+from awa_beat._db.records import Fence, FireResult
+from awa_beat._schedules.spec import specs_from_beat_schedule
+from awa_beat._testing import FakeClock, MemoryLeadership, MemoryLock, MemoryStore, actions
 from awa_beat.errors import ConfigError, DatabaseUnavailable, StoreError
-from awa_beat.node import HEARTBEAT_INTERVAL, BeatNode, NodeHooks
-from awa_beat.records import Fence, FireResult
-from awa_beat.spec import specs_from_beat_schedule
-from awa_beat.testing import FakeClock, MemoryLeadership, MemoryLock, MemoryStore, actions
 
 UTC = timezone.utc
 T0 = datetime(2026, 3, 2, 12, 0, 0, tzinfo=UTC)

@@ -10,11 +10,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from awa_beat.cli import main
-from awa_beat.cli.format import check_text, fmt, iso, occurrence_table, table
-from awa_beat.errors import ConfigError, NoDatabase
-from awa_beat.fire_times import every_seconds
-from awa_beat.operations import (
+from awa_beat._cli import main
+from awa_beat._cli.format import check_text, fmt, iso, occurrence_table, table
+from awa_beat._db.records import ScheduleRow
+from awa_beat._ops.operations import (
     Check,
     Occurrence,
     ScheduleView,
@@ -24,7 +23,8 @@ from awa_beat.operations import (
     offset_text,
     upcoming_fires,
 )
-from awa_beat.records import ScheduleRow
+from awa_beat._schedules.fire_times import every_seconds
+from awa_beat.errors import ConfigError, NoDatabase
 from tests.apps import celery_app
 
 UTC = timezone.utc
@@ -173,8 +173,8 @@ def test_the_last_fire_is_never_the_registration_nor_a_change_of_the_calendar() 
 
 
 def test_a_paused_schedule_reads_paused_and_a_retired_one_retired() -> None:
-    from awa_beat.cli.format import last_fire_text, next_fire_text
-    from awa_beat.markers import RETIRED_BY
+    from awa_beat._cli.format import last_fire_text, next_fire_text
+    from awa_beat._schedules.markers import RETIRED_BY
 
     nxt = T + timedelta(days=1)
     assert next_fire_text(ScheduleView(schedule(), nxt)) == "2026-01-06 09:00:00"

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from awa_beat.bridge.messages import fire_task_id
-from awa_beat.config import Settings
+from awa_beat._bridge.messages import fire_task_id
+from awa_beat._config import Settings
+from awa_beat._ops.operations import overdue_reasons
+from awa_beat._schedules.spec import DEFAULT_MAX_RUNTIME, spec_from_entry
 from awa_beat.errors import ConfigError, DatabaseUnavailable, ValidationError
-from awa_beat.operations import overdue_reasons
 from awa_beat.outcomes import (
     Buffer,
     Report,
@@ -24,7 +25,6 @@ from awa_beat.outcomes import (
     merge,
     outcome_state,
 )
-from awa_beat.spec import DEFAULT_MAX_RUNTIME, spec_from_entry
 
 UTC = timezone.utc
 FIRE = "2026-12-03 12:00:00+00"
@@ -245,9 +245,9 @@ def test_settings_read_the_flags_from_the_app_or_the_environment() -> None:
 
 
 def test_a_coalesce_counts_the_fires_it_left_out_and_a_normal_fire_none() -> None:
-    from awa_beat.engine import _left_out
-    from awa_beat.fire_times import calendar_for
-    from awa_beat.records import CronState
+    from awa_beat._db.records import CronState
+    from awa_beat._engine.engine import _left_out
+    from awa_beat._schedules.fire_times import calendar_for
 
     calendar = calendar_for("* * * * *", "UTC")
     t0 = datetime(2026, 12, 3, 12, tzinfo=UTC)

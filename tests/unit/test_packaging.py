@@ -46,7 +46,7 @@ def test_the_version_option_prints_the_package_version() -> None:
 
 def test_the_awa_beat_command_is_the_cli_entry_point() -> None:
     scripts = importlib.metadata.entry_points(group="console_scripts")
-    assert [ep.value for ep in scripts if ep.name == "awa-beat"] == ["awa_beat.cli:main"]
+    assert [ep.value for ep in scripts if ep.name == "awa-beat"] == ["awa_beat._cli:main"]
 
 
 def test_every_readme_link_is_absolute() -> None:

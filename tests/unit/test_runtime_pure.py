@@ -6,9 +6,9 @@ from datetime import datetime, timezone
 
 import pytest
 
+from awa_beat._db.records import ScheduleRow
+from awa_beat._ops.operations import check_owners, merge_entry
 from awa_beat.errors import ScheduleOwned
-from awa_beat.operations import check_owners, merge_entry
-from awa_beat.records import ScheduleRow
 
 NOW = datetime(2026, 12, 3, tzinfo=timezone.utc)
 

@@ -15,13 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from redbeat.schedules import rrule as redbeat_rrule
 
-from awa_beat.calendars import at
-from awa_beat.engine import Engine
+from awa_beat._engine.engine import Engine
+from awa_beat._schedules.calendars import at
+from awa_beat._schedules.fire_times import calendar_for, due_fires, fires_between, next_fire_after
+from awa_beat._schedules.markers import RETIRED_BY, is_marker, max_runs, split_bounds
+from awa_beat._schedules.spec import spec_from_entry
+from awa_beat._testing import FakeClock, MemoryStore
 from awa_beat.errors import ValidationError
-from awa_beat.fire_times import calendar_for, due_fires, fires_between, next_fire_after
-from awa_beat.markers import RETIRED_BY, is_marker, max_runs, split_bounds
-from awa_beat.spec import spec_from_entry
-from awa_beat.testing import FakeClock, MemoryStore
 
 UTC = timezone.utc
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)

@@ -11,15 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kombu import Queue
 
-from awa_beat.calendars import at
-from awa_beat.errors import ScheduleError, ValidationError
-from awa_beat.fire_times import calendar_for
-from awa_beat.spec import (
+from awa_beat._schedules.calendars import at
+from awa_beat._schedules.fire_times import calendar_for
+from awa_beat._schedules.spec import (
     ScheduleSpec,
     spec_from_entry,
     specs_from_beat_schedule,
     to_cron_expression,
 )
+from awa_beat.errors import ScheduleError, ValidationError
 
 UTC = timezone.utc
 
@@ -271,8 +271,8 @@ def test_entries_of_one_shape_convert_as_each_would_alone() -> None:
 
 
 def test_rows_sharing_their_parts_encode_as_rows_built_alone() -> None:
-    from awa_beat.node import encode_batches
-    from awa_beat.store import SyncBatch
+    from awa_beat._beat.node import encode_batches
+    from awa_beat._db.store import SyncBatch
 
     tab = crontab(minute=5)
     entries = {f"e{i}": {"task": "t", "schedule": tab, "args": [i]} for i in range(4)}
@@ -291,8 +291,8 @@ def test_rows_sharing_their_parts_encode_as_rows_built_alone() -> None:
 
 
 def test_a_configuration_is_held_packed_and_unpacks_to_what_it_encoded() -> None:
-    from awa_beat import node
-    from awa_beat.store import _Same
+    from awa_beat._beat import node
+    from awa_beat._db.store import _Same
 
     tab = crontab(minute=5)
     entries = {f"e{i:03d}": {"task": "t", "schedule": tab, "args": [i]} for i in range(5)}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from awa_beat.sql import migration_files, parse_queries, queries
+from awa_beat._db.sql import migration_files, parse_queries, queries
 
 PACKAGE = Path(__file__).resolve().parents[2] / "awa_beat"
 #: SQL as this project writes it: a statement's first keyword in capitals.

@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from awa_beat.config import Settings
-from awa_beat.node import BeatNode
-from awa_beat.testing import FakeClock, MemoryLeadership, MemoryLock, MemoryStore
+from awa_beat._beat.node import BeatNode
+from awa_beat._config import Settings
+from awa_beat._testing import FakeClock, MemoryLeadership, MemoryLock, MemoryStore
 
 T0 = datetime(2026, 3, 2, 12, 0, 0, tzinfo=timezone.utc)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from awa_beat.errors import ConfigError
-from awa_beat.web import auth
+from awa_beat.web import _auth as auth
 
 KEY = b"k" * 32
 
@@ -199,7 +199,7 @@ def test_the_web_command_refuses_an_open_address_before_touching_the_database(
         tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from awa_beat.cli import main
+    from awa_beat._cli import main
 
     url = "postgresql://beat:dsn-secret@db.invalid/app"
     result = CliRunner().invoke(main, ["web", "--bind", "0.0.0.0", "--database-url", url])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from awa_beat.web.describe import describe, duration
+from awa_beat._schedules.describe import describe, duration
 
 
 @pytest.mark.parametrize(("expr", "words"), [
@@ -128,7 +128,7 @@ def test_markers_awa_beat_refuses_are_not_described(expr: str) -> None:
 def test_a_calendar_no_rule_words_is_shown_as_written(monkeypatch: pytest.MonkeyPatch
                                                        ) -> None:
     # Whatever the wording code cannot handle, the page still lists the row.
-    from awa_beat.web import describe as module
+    from awa_beat._schedules import describe as module
 
     def broken(expr: str) -> str:
         raise IndexError("no words for this")

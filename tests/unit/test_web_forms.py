@@ -6,9 +6,9 @@ from datetime import datetime, timezone
 
 import pytest
 
+from awa_beat._db.records import ScheduleRow
+from awa_beat._ops.forms import entry_from_form, form_values
 from awa_beat.errors import ScheduleError
-from awa_beat.records import ScheduleRow
-from awa_beat.web.forms import entry_from_form, form_values
 
 NOW = datetime(2026, 1, 5, tzinfo=timezone.utc)
 

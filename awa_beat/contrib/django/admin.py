@@ -19,21 +19,21 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone as dj_timezone
 from django.utils.html import format_html
 
-from ...errors import AwaBeatError, NotFound, ScheduleConflict, ScheduleError, ValidationError
-from ...fire_times import POLICIES
-from ...operations import ScheduleBounds, ScheduleView, last_fire, next_fire
-from ...records import ScheduleRow
-from ...spec import DISPATCHES
-from ...web.describe import describe
-from ...web.forms import (
+from ..._db.records import ScheduleRow
+from ..._ops.forms import (
     FIELD_LIMIT,
     KINDS,
     OVERLAP_CHOICES,
     entry_from_form,
     form_values,
 )
+from ..._ops.operations import ScheduleBounds, ScheduleView, last_fire, next_fire
+from ..._schedules.describe import describe
+from ..._schedules.fire_times import POLICIES
+from ..._schedules.spec import DISPATCHES
+from ...errors import AwaBeatError, NotFound, ScheduleConflict, ScheduleError, ValidationError
+from ._operations import operations
 from .models import PauseNote, Registration, Schedule
-from .operations import operations
 
 
 def _row(obj: Schedule) -> ScheduleRow:

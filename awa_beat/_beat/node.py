@@ -1,0 +1,828 @@
+"""The beat runtime: one replica of a group, with no Celery in it.
+
+A :class:`BeatNode` owns everything a running beat does: the store, the leadership, the
+engine, the periodic re-sync of the configuration, the heartbeats that ``awa-beat
+status`` reads, and the outbox (the dispatch bridge, when jobs go to Celery). Its life
+is :meth:`BeatNode.open` (validate, migrate, sync, check), then :meth:`BeatNode.tick`
+in a loop, each call returning how long to sleep, then :meth:`BeatNode.close`. The Celery
+``Scheduler`` maps Celery's lifecycle onto these three and does nothing else.
+
+One tick, as a standby: keep the view of the table warm, and once per election
+interval (jittered) try the lock. As the leader: ping the lock's session when due,
+re-assert one slice of the configuration when a re-sync is under way, run one engine
+pass (fire what is due, refresh), publish what the outbox has, then either return the
+time until the next thing is due or, where the schema sends change notifications, sleep
+on the lock's session until a notification or that time. See docs/architecture.md for
+the leadership state machine and what each step guarantees.
+
+Every collaborator is injected (store, leadership, bridge factories, both clocks, fault
+hooks), so the node's timing is tested in the unit tier against
+:class:`awa_beat._testing.MemoryStore` with no database.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import hashlib
+import heapq
+import logging
+import random
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Protocol
+
+from .._bulk import collector_paused
+from .._config import Settings, celery_dispatch_refused
+from .._db.records import Contact, Fence, FireResult, OutboxBacklog
+from .._db.sql import queries
+from .._db.store import PackedBatch, SyncBatch
+from .._engine.engine import Engine, EngineStore, utcnow
+from .._logs import event
+from .._schedules.fire_times import parse_iso
+from .._schedules.spec import ScheduleSpec
+from ..errors import AwaBeatError, DatabaseUnavailable, SchemaError, StoreError, UnknownSchema
+
+# The logger keeps the name it had before the modules moved into layer packages, so
+# logging configurations that select it by name go on working.
+logger = logging.getLogger('awa_beat.node')
+
+#: Seconds between two heartbeats of a beat process in awa_beat.beats (`awa-beat status`
+#: lists the beats seen in the last minute).
+HEARTBEAT_INTERVAL = 15.0
+#: Seconds between two looks for Celery jobs that this process did not fire itself, when
+#: no notification tells of them (the Awa layout), and when one does (a backstop).
+OUTBOX_CHECK_INTERVAL = 5.0
+NOTIFIED_OUTBOX_CHECK_INTERVAL = 60.0
+#: Seconds between two refreshes of the leader's view: polling, and, when notifications
+#: wake it on every change, the backstop for a notification lost with its connection.
+POLL_REFRESH_INTERVAL = 1.0
+NOTIFIED_REFRESH_INTERVAL = 60.0
+#: Rows per statement when beat syncs its configuration (at start, then every sync
+#: interval, one slice per tick so that a large schedule never holds up firing).
+RESYNC_SLICE = 2000
+#: Seconds between two refreshes of a standby's view of the table.
+STANDBY_REFRESH_INTERVAL = 5.0
+#: Seconds between two purges of outcomes and occurrences past their retention by the
+#: leader (workers that record outcomes purge too; occurrences exist without them).
+OUTCOME_PURGE_INTERVAL = 3600.0
+#: Longest sleep after a database error before the next attempt.
+MAX_RETRY_WAIT = 1.0
+#: Upper bounds (seconds) of the fire-lag histogram's buckets.
+LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+               300.0, 3600.0)
+
+
+class Deadline:
+    """A point on the monotonic clock from which something is due again."""
+
+    __slots__ = ("at",)
+
+    def __init__(self, at: float = 0.0) -> None:
+        self.at = at
+        """Monotonic seconds; 0 means due at the next look."""
+
+    def due(self, now: float) -> bool:
+        return now >= self.at
+
+    def set(self, now: float, seconds: float) -> None:
+        """Due again ``seconds`` after ``now``."""
+        self.at = now + seconds
+
+    def expire(self) -> None:
+        """Due at the next look, whatever was set."""
+        self.at = 0.0
+
+    def left(self, now: float) -> float:
+        """Seconds until due (negative once due)."""
+        return self.at - now
+
+    def __repr__(self) -> str:
+        return f"Deadline({self.at:.3f})"
+
+
+@dataclass
+class Timers:
+    """The node's deadlines, one per periodic duty."""
+
+    election: Deadline
+    ping: Deadline
+    sync: Deadline
+    heartbeat: Deadline
+    outbox_check: Deadline
+    standby_refresh: Deadline
+
+    @classmethod
+    def new(cls) -> Timers:
+        return cls(Deadline(), Deadline(), Deadline(), Deadline(), Deadline(), Deadline())
+
+
+@dataclass
+class NodeHooks:
+    """Fault hooks, for tests that need a crash at a precise point; none in production.
+
+    ``after_fire`` runs once a fire batch has committed and before anything of it is
+    published (a test's ``os._exit`` there leaves fired jobs unpublished).
+    """
+
+    after_fire: Callable[[FireResult], None] | None = None
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """What a node knows of itself: the runtime facts metrics and status show."""
+
+    identity: str
+    role: str
+    """``"leader"``, ``"standby"``, or ``"closed"``."""
+    leader_since: datetime | None
+    last_lag: float | None
+    """Seconds between the latest fire time of the last firing pass and its start."""
+    database_ok: bool
+
+
+@dataclass
+class NodeStats:
+    """What a node counts for its metrics. Written by the loop's thread only and read
+    by the scrape's: counters and whole-value assignments, no lock."""
+
+    fires: int = 0
+    """Jobs fired by this process."""
+    lag_counts: list[int] = field(default_factory=lambda: [0] * (len(LAG_BUCKETS) + 1))
+    """Fires per lag bucket (LAG_BUCKETS, then one past the last bound); not cumulative."""
+    lag_sum: float = 0.0
+    won: int = 0
+    lost: int = 0
+    last_pass_at: float | None = None
+    """Monotonic seconds of the end of the last engine pass that succeeded."""
+    back_by: float | None = None
+    """Monotonic seconds by which the loop said it would take its next step (None: not
+    started); ``/healthz`` fails once the loop is far past it."""
+
+    def observe_lag(self, seconds: float) -> None:
+        self.lag_counts[bisect.bisect_left(LAG_BUCKETS, seconds)] += 1
+        self.lag_sum += seconds
+
+
+class NodeStore(EngineStore, Protocol):
+    """What the node needs of a store, beyond the engine's needs
+    (:class:`awa_beat._db.store.Store`, :class:`awa_beat._testing.MemoryStore`)."""
+
+    origin: str
+    awa_owned: bool
+    contact: Contact
+    clock_tolerance: float
+
+    @property
+    def change_channel(self) -> str | None: ...
+    def open(self, *, conn: Any = None) -> Any: ...
+    def close(self) -> None: ...
+    def connection(self) -> AbstractContextManager[Any]: ...
+    def check_schema(self) -> Any: ...
+    def check_layout(self) -> None: ...
+    def migrate(self) -> Any: ...
+    def sync(self, rows: SyncBatch) -> Any: ...
+    def sync_all(self, batches: Sequence[SyncBatch]) -> Any: ...
+    def config_in_force(self, deployment: str, digest: str) -> bool: ...
+    def record_config(self, deployment: str, digest: str, synced: Any) -> None: ...
+    def analyze_if_stale(self) -> bool: ...
+    def orphaned_names(self, deployment: str, configured: Sequence[str]) -> list[str]: ...
+    def runtime_owned_names(self, names: Sequence[str]) -> list[str]: ...
+    def heartbeat(self, **beat: Any) -> None: ...
+    def beat_gone(self, identity: str) -> None: ...
+    # What the node's metrics read (awa_beat._beat.metrics).
+    def beats(self) -> list[dict[str, Any]]: ...
+    def outbox_backlogs(self) -> list[OutboxBacklog]: ...
+
+
+class LeadershipLike(Protocol):
+    """What the node needs of :class:`awa_beat._db.lock.Leadership`."""
+
+    identity: str
+    since: float | None
+    lock_key: int
+    backend_pid: int | None
+
+    @property
+    def is_leader(self) -> bool: ...
+    @property
+    def listening(self) -> bool: ...
+    @property
+    def subscribed(self) -> bool: ...
+    def connection(self) -> Any: ...
+    def try_acquire(self) -> bool: ...
+    def ping(self) -> bool: ...
+    def listen(self, channel: str) -> bool: ...
+    def wait(self, timeout: float) -> set[str]: ...
+    def resign(self) -> None: ...
+
+
+class Outbox(Protocol):
+    """What the node needs of the dispatch bridge (:class:`awa_beat._bridge.Dispatcher`,
+    or a :class:`awa_beat._bridge.Bridge` driven from the loop itself)."""
+
+    def wake(self) -> None: ...
+    def lead(self, fence: Fence) -> None: ...
+    def stand_down(self) -> None: ...
+    def due(self) -> bool: ...
+    def next_wake(self) -> float: ...
+    def drain(self) -> int: ...
+    def purge(self) -> int: ...
+    def close(self) -> None: ...
+
+
+def _default_store(url: str, origin: str) -> NodeStore:
+    from .._db.store import Store
+
+    return Store(url, origin=origin)
+
+
+def _default_leadership(url: str, lock_key: int,
+                        probe: Callable[[], AbstractContextManager[Any]], *,
+                        lock_timeout: float, clock_tolerance: float) -> LeadershipLike:
+    from .._db.lock import Leadership
+
+    return Leadership(url, lock_key, probe=probe, lock_timeout=lock_timeout,
+                      clock_tolerance=clock_tolerance)
+
+
+def encode_batches(specs: Sequence[ScheduleSpec], deployment: str) -> list[SyncBatch]:
+    """The configuration as sync statements of RESYNC_SLICE rows."""
+    return list(iter_batches(specs, deployment))
+
+
+def iter_batches(specs: Sequence[ScheduleSpec], deployment: str) -> Iterator[SyncBatch]:
+    """:func:`encode_batches`, one at a time."""
+    parts: dict[Any, Any] = {}  # rows' metadata and tags, shared (ScheduleSpec.row)
+    with collector_paused():
+        for i in range(0, len(specs), RESYNC_SLICE):
+            yield SyncBatch.encode([spec.row(deployment, parts)
+                                    for spec in specs[i:i + RESYNC_SLICE]], deployment)
+
+
+def config_digest(batches: Iterable[SyncBatch]) -> str:
+    """A hash of the configuration as the sync sends it, and of the sync statement
+    itself (a release that syncs differently syncs again)."""
+    digest = hashlib.sha256(queries["upsert_schedules"].encode())
+    for batch in batches:
+        digest.update(repr(batch.columns).encode())
+    return digest.hexdigest()
+
+
+def packed_configuration(specs: Sequence[ScheduleSpec], deployment: str
+                         ) -> tuple[list[PackedBatch], str]:
+    """The configuration packed for the resyncs, encoded a batch at a time (so never
+    held whole unpacked), and its :func:`config_digest`."""
+    packed: list[PackedBatch] = []
+
+    def packing() -> Iterator[SyncBatch]:
+        for batch in iter_batches(specs, deployment):
+            packed.append(PackedBatch.pack(batch))
+            yield batch
+
+    return packed, config_digest(packing())
+
+
+class BeatNode:
+    """One beat replica: leads or stands by, fires, re-syncs, publishes. Not
+    thread-safe, except :meth:`close`, which may run from a signal handler between two
+    steps of :meth:`tick` only through the caller's own care (see the Celery adapter)."""
+
+    #: The longest a step waits or asks its caller to wait (``celery beat
+    #: --max-interval``); steps come sooner whenever a fire or a duty is due.
+    max_wait: float = float("inf")
+
+    def __init__(
+        self,
+        settings: Settings,
+        specs: Sequence[ScheduleSpec],
+        *,
+        database_url: str,
+        identity: str | None = None,
+        clock: Callable[[], datetime] = utcnow,
+        monotonic: Callable[[], float] = time.monotonic,
+        make_store: Callable[[str, str], NodeStore] = _default_store,
+        make_leadership: Callable[..., LeadershipLike] = _default_leadership,
+        make_outbox: Callable[[NodeStore], Outbox] | None = None,
+        hooks: NodeHooks | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        """``specs`` is the validated configuration; ``make_outbox`` builds the dispatch
+        bridge when any job goes to Celery. With an injected ``clock`` the caller drives
+        time, so :meth:`tick` never sleeps on a notification in real time."""
+        from .._db.store import process_identity
+
+        self.settings = settings
+        self.database_url = database_url
+        self.identity = identity or process_identity()
+        self.clock = clock
+        self._monotonic = monotonic
+        self._may_block = clock is utcnow
+        self._make_store = make_store
+        self._make_leadership = make_leadership
+        self._make_outbox = make_outbox
+        self.hooks = hooks or NodeHooks()
+        self._sleep = sleep
+        self._batches, self._digest = packed_configuration(specs, settings.deployment)
+        self._celery_entries = [s.name for s in specs if s.dispatch == "celery"]
+        self.store: NodeStore | None = None
+        self.leadership: LeadershipLike | None = None
+        self.engine: Engine | None = None
+        self.outbox: Outbox | None = None
+        self.timers = Timers.new()
+        self._resync: list[PackedBatch] = []
+        self._elected_once = False
+        self._leading = False
+        self._outage = False
+        self._started_at = datetime.now(timezone.utc)
+        self.stats = NodeStats()
+        # The entries that opt in (options.awa_beat.metrics), else all; by name, bounded.
+        # (Names of a beat_schedule are unique; the first few are picked without a sort
+        # of them all.)
+        chosen = [s.name for s in specs if s.metrics] or [s.name for s in specs]
+        self.watched = heapq.nsmallest(settings.metrics_schedule_limit, chosen)
+        """The schedules with series of their own in the metrics (a bounded set)."""
+        if len(chosen) > len(self.watched) > 0:
+            logger.info("beat: per-schedule metrics for the first %d of %d schedules by "
+                        "name (awa_beat_metrics_schedule_limit)", len(self.watched),
+                        len(chosen))
+        self._outcome_purge_at = 0.0
+
+    def __repr__(self) -> str:
+        return f"<BeatNode {self.identity} {self.status().role}>"
+
+    # -- life ------------------------------------------------------------------------------
+
+    def open(self) -> BeatNode:
+        """Connect, migrate if need be, refuse a layout the configuration cannot use,
+        sync the whole configuration and get ready to fire. Closes what it opened if
+        anything (a signal included) interrupts it.
+
+        While the database cannot be reached, start-up is retried with back-off (1 s
+        doubling to 30 s), a log line each time, for up to ``startup_timeout`` seconds;
+        any other error (a configuration the database refuses) is raised at once.
+        """
+        give_up = self._monotonic() + self.settings.startup_timeout
+        # Alive while it starts: retries end within the start-up timeout.
+        self.stats.back_by = give_up
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                self._open()
+                return self
+            except DatabaseUnavailable as exc:
+                self.close()
+                delay = min(30.0, 2.0 ** (attempt - 1))
+                left = give_up - self._monotonic()
+                if left <= 0:
+                    raise
+                delay = min(delay, left)
+                event(logger, logging.WARNING, "startup.retry",
+                      "beat: database unreachable at start-up (%s); attempt %d failed, "
+                      "retrying in %.0f s (awa_beat_startup_timeout: %.0f s left)",
+                      exc, attempt, delay, left, error=str(exc), attempt=attempt)
+                self._sleep(delay)
+            except BaseException:
+                self.close()
+                raise
+
+    def _open(self) -> None:
+        settings = self.settings
+        self.store = store = self._make_store(self.database_url, self.identity)
+        # The lock's session (its connection) reads the layout; the election checks
+        # that session locks hold with a connection of the pool: no connection is
+        # opened for either alone.
+        self.leadership = self._make_leadership(self.database_url, settings.lock_key,
+                                                store.connection,
+                                                lock_timeout=settings.lock_timeout,
+                                                clock_tolerance=settings.clock_tolerance)
+        store.clock_tolerance = settings.clock_tolerance
+        store.open(conn=self.leadership.connection())
+        try:
+            store.check_schema()  # needs no CREATE privilege once migrated
+        except SchemaError:
+            store.migrate()
+        if self._celery_entries or settings.dispatch == "celery":
+            if store.awa_owned:
+                raise celery_dispatch_refused(
+                    self._celery_entries, "give awa-beat a database of its own, or dispatch "
+                    "to Awa workers (awa_beat_dispatch = 'awa')")
+            if self._make_outbox is not None:
+                self.outbox = self._make_outbox(store)
+        self._sync_all()
+        self.engine = Engine(store, catch_up_limit=settings.catch_up_limit,
+                             clock=self.clock, on_fired=self._on_fired)
+        self.engine.stats.watched = frozenset(self.watched)
+
+    def close(self) -> None:
+        """Close the outbox, resign, say goodbye in the heartbeat table, close the
+        store; idempotent."""
+        if self.outbox is not None:
+            # Before resigning: a batch on its way is confirmed and marked first (within
+            # the outbox's bound), so the next leader does not publish it again.
+            self.outbox.close()
+            self.outbox = None
+        if self.leadership is not None:
+            self.leadership.resign()  # then at once: a standby may take over
+        if self.store is not None and self.leadership is not None:
+            with contextlib.suppress(AwaBeatError):
+                self.store.beat_gone(self.leadership.identity)
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
+    @property
+    def closed(self) -> bool:
+        return self.store is None
+
+    @property
+    def elected_once(self) -> bool:
+        """Whether the node has stood for election at least once (its role is known)."""
+        return self._elected_once
+
+    def status(self) -> NodeStatus:
+        leading = bool(self.leadership is not None and self.leadership.is_leader)
+        since = None
+        if leading and self.leadership is not None and self.leadership.since is not None:
+            since = datetime.now(timezone.utc) - timedelta(
+                seconds=self._monotonic() - self.leadership.since)
+        role = "closed" if self.closed else ("leader" if leading else "standby")
+        lag = self.engine.last_lag if (leading and self.engine is not None) else None
+        return NodeStatus(self.identity, role, since, lag, not self._outage)
+
+    @property
+    def clock_skew(self) -> float | None:
+        """Seconds the database's clock was ahead of this host's at the last measure
+        (negative: behind); None before the first, or where nothing measures it."""
+        return getattr(self.leadership, "skew", None)
+
+    @property
+    def clock_problem(self) -> str | None:
+        """Why this host's clock keeps this replica from leading, or None."""
+        return getattr(self.leadership, "clock_problem", None)
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def tick(self, now: float | None = None) -> float:
+        """One step; returns seconds until the next step is needed.
+
+        ``now`` is monotonic seconds (default: the node's monotonic clock). Database
+        errors are reported once per outage and retried; an error that makes running
+        pointless (session locks that do not hold) is raised, with the node closed.
+        """
+        wait = self._step(now)
+        self.stats.back_by = self._monotonic() + wait
+        return wait
+
+    def _step(self, now: float | None) -> float:
+        if self.store is None:
+            return MAX_RETRY_WAIT  # closed (a caller may tick once more on its way out)
+        assert self.leadership is not None and self.engine is not None
+        if now is None:
+            now = self._monotonic()
+        if self._elected_once:
+            # Not before the first election: its outcome is what `status` should show,
+            # and the first fire should not wait for it.
+            self._heartbeat(now)
+        if not self.leadership.is_leader:
+            if self._leading:
+                self._lost()
+            standing_by = self._stand_by(now)
+            if standing_by is not None:
+                return standing_by
+        if self.timers.ping.due(now):
+            self.timers.ping.set(now, self.settings.ping_interval)
+            if not self.leadership.ping():
+                return 0.0
+        ahead = self.engine.stats.skipped["clock_ahead"]
+        try:
+            self._resync_slice(now)
+            self.engine.run_pass()
+            if self.engine.stats.skipped["clock_ahead"] > ahead:
+                # The database refused fires dated past its clock: measure the skew at
+                # the next step, which stands down if it is beyond the tolerance.
+                self.timers.ping.expire()
+            self.stats.last_pass_at = self._monotonic()
+            more = self._dispatch(now)
+        except UnknownSchema:  # not an outage: running on makes no sense
+            self.close()
+            raise
+        except StoreError as exc:
+            return self._store_failed(exc)
+        if self._outage:
+            event(logger, logging.INFO, "database.recovered", "beat: database reachable again")
+            self._outage = False
+        if more or self._resync:
+            return 0.0
+        return self._idle()
+
+    def _stand_by(self, now: float) -> float | None:
+        """A standby's step: the seconds to sleep, or None when it just took over."""
+        assert self.leadership is not None and self.engine is not None
+        election = self.timers.election
+        if self._elected_once or not election.due(now):
+            # Not before the first election: the view is loaded once, by the winner if
+            # it wins. After it, every tick (a lone standby wakes when its election is
+            # due), so that a takeover costs one refresh, not a load of every row.
+            self._warm_standby(now)
+        if not election.due(now):
+            return self._standby_wait(now)
+        # Jitter, so that standbys started together do not try in lockstep.
+        election.set(now, self.settings.election_interval * random.uniform(0.8, 1.2))
+        self._elected_once = True
+        try:
+            won = self.leadership.try_acquire()
+        except AwaBeatError:  # session locks do not hold here (PgBouncer pooling)
+            self.close()
+            raise
+        if not won:
+            return max(0.0, election.left(now))
+        self._took_over(now)
+        try:
+            self.engine.refresh()  # warm already (but at start): one cheap query
+        except StoreError as exc:
+            return self._store_failed(exc)
+        return None
+
+    def _took_over(self, now: float) -> None:
+        self.timers.ping.set(now, self.settings.ping_interval)
+        self.timers.sync.set(now, self.settings.sync_interval)
+        self.timers.heartbeat.expire()  # tell `awa-beat status` of the new leader now
+        self._listen()  # before the refresh, so no change falls between the two
+        self._leading = True
+        self.stats.won += 1
+        if self.outbox is not None:
+            # Publish only under this lock (the last leader may have left jobs
+            # unpublished: the outbox looks at once).
+            assert self.leadership is not None
+            self.outbox.lead(Fence(self.leadership.backend_pid or 0,
+                                   self.leadership.lock_key))
+
+    def _lost(self) -> None:
+        """Leadership ended (a failed ping or wait): publish nothing more."""
+        self._leading = False
+        self.stats.lost += 1
+        if self.outbox is not None:
+            self.outbox.stand_down()
+
+    def _resync_slice(self, now: float) -> None:
+        """Re-assert the configuration every sync interval, one slice per tick, so that a
+        large schedule never holds up firing; the refresh picks up what changed."""
+        assert self.store is not None and self.engine is not None
+        if self.timers.sync.due(now):
+            self.timers.sync.set(now, self.settings.sync_interval)
+            # Awa may have been migrated under a running beat: a table it no longer knows
+            # stops the leader, as it would have stopped it at start-up.
+            self.store.check_layout()
+            self._resync = list(self._batches)
+        if self._resync:
+            synced = self.store.sync(self._resync.pop().unpack())
+            if synced.inserted or synced.updated:
+                self.engine.refresh_soon()  # our own writes notify no one
+
+    def _idle(self) -> float:
+        """Nothing to do right now: the seconds to sleep, or sleep here on the lock's
+        session until a notification (then 0)."""
+        assert self.store is not None and self.engine is not None
+        assert self.leadership is not None
+        # Measured after publishing, so time spent on the broker does not delay fires.
+        now = self._monotonic()
+        timers = self.timers
+        wait = min(self.engine.wait(), timers.ping.left(now), timers.sync.left(now),
+                   self.max_wait)
+        if not self.leadership.listening:
+            return max(0.0, wait)  # the caller sleeps; the engine polls every second
+        # Sleep on the lock's connection instead of in the caller's loop: a change to
+        # the table or an inserted job wakes beat at once, so it polls nothing while idle.
+        wait = min(wait, timers.heartbeat.left(now))
+        if self.outbox is not None:
+            wait = min(wait, timers.outbox_check.left(now), self.outbox.next_wake() - now)
+        # Our own writes are passed over: the engine holds what it fired, the outbox
+        # knows its own jobs are pending, and a resync that changed rows said so above.
+        self.stats.back_by = now + wait
+        changed = {table for table, _, origin in
+                   (payload.partition(" ") for payload in self.leadership.wait(wait))
+                   if origin != self.store.origin}
+        if "cron_jobs" in changed:
+            self.engine.refresh_soon()
+        if "jobs" in changed and self.outbox is not None:
+            self.outbox.wake()
+        return 0.0
+
+    # -- duties ----------------------------------------------------------------------------
+
+    def _sync_all(self) -> None:
+        """The start-up sync, every slice before the first fire: a fire must not use a
+        definition the configuration has changed. Skipped when the deployment's rows are
+        stored as the last start-up sync of this same configuration left them (a
+        restart, a redeploy that changed no entry): nothing would be written."""
+        assert self.store is not None
+        store, deployment = self.store, self.settings.deployment
+        digest = self._digest if self._batches else None
+        if digest is not None and self._config_in_force(digest):
+            # The rows the deployment owns are then the configured ones, no more (no
+            # orphan) and no fewer (none written at run time): nothing to warn of.
+            event(logger, logging.INFO, "sync",
+                  "beat: the %d schedule(s) of beat_schedule are stored as they are "
+                  "configured; nothing to sync", self.configured,
+                  inserted=0, updated=0, unchanged=self.configured, skipped=True)
+            store.analyze_if_stale()
+            return
+        result = store.sync_all([batch.unpack() for batch in self._batches])
+        if digest is not None:
+            try:
+                store.record_config(deployment, digest, result)
+            except DatabaseUnavailable:
+                raise
+            except StoreError as exc:
+                self._record_refused(exc, "cannot record the configuration synced")
+        inserted, updated, unchanged = result.inserted, result.updated, result.unchanged
+        event(logger, logging.INFO, "sync",
+              "beat: synced %d schedule(s): %d new, %d changed, %d unchanged",
+              result.rows, inserted, updated, unchanged,
+              inserted=inserted, updated=updated, unchanged=unchanged, skipped=False)
+        store.analyze_if_stale()  # before the first fire plans against the table
+        self._warn_orphans()
+        self._warn_conflicts()
+
+    def _config_in_force(self, digest: str) -> bool:
+        """Whether the stored rows are this configuration's; a record that cannot be
+        read (a role without rights on awa_beat.config_syncs) means a whole sync."""
+        assert self.store is not None
+        try:
+            return self.store.config_in_force(self.settings.deployment, digest)
+        except DatabaseUnavailable:
+            raise
+        except StoreError as exc:
+            self._record_refused(exc, "cannot read the configuration last synced")
+            return False
+
+    def _record_refused(self, exc: StoreError, what: str) -> None:
+        event(logger, logging.WARNING, "sync.record_failed",
+              "beat: %s (%s); every start syncs the whole configuration until this is "
+              "fixed", what, exc, error=str(exc))
+
+    def configured_names(self) -> Iterable[str]:
+        return (name for batch in self._batches for name in batch.unpack().names)
+
+    @property
+    def configured(self) -> int:
+        """How many entries the configuration has."""
+        return sum(batch.size for batch in self._batches)
+
+    def _warn_orphans(self) -> None:
+        assert self.store is not None
+        deployment = self.settings.deployment
+        for name in self.store.orphaned_names(deployment, list(self.configured_names())):
+            event(logger, logging.WARNING, "schedule.orphan",
+                  "beat: schedule %r is stored (deployment %r) but no longer in "
+                  "beat_schedule; it keeps firing until removed: `awa-beat remove %s`",
+                  name, deployment, name, schedule=name, deployment=deployment)
+
+    def _warn_conflicts(self) -> None:
+        """Entries of beat_schedule whose row was written at run time (the Python API,
+        `awa-beat add`, or a forced take-over): the sync left those rows alone, and the
+        runtime definition stays in force until the row is removed."""
+        assert self.store is not None
+        names = list(self.configured_names())
+        if not names:
+            return
+        for name in self.store.runtime_owned_names(names):
+            event(logger, logging.WARNING, "schedule.conflict",
+                  "beat: schedule %r is in beat_schedule but was written at run time; "
+                  "beat leaves the stored row as it is: drop the entry, or `awa-beat "
+                  "remove %s` to have the next sync store beat_schedule's definition",
+                  name, name, schedule=name, deployment=self.settings.deployment)
+
+    def _listen(self) -> None:
+        """As a new leader, wake on notifications rather than poll, where the schema
+        sends them and the clock is real."""
+        assert self.store is not None and self.leadership is not None
+        assert self.engine is not None
+        channel = self.store.change_channel
+        notified = (self._may_block and channel is not None
+                    and self.leadership.listen(channel))
+        self.engine.set_refresh_interval(NOTIFIED_REFRESH_INTERVAL if notified
+                                         else POLL_REFRESH_INTERVAL)
+
+    def _warm_standby(self, now: float) -> None:
+        """Keep a standby's view of the table current, so that taking over costs one
+        refresh, not a full load of every row, and so that the view of every replica
+        follows a change at once: LISTEN on the lock's session where the schema
+        notifies (a refresh follows each change, in :meth:`_standby_wait`), with a
+        refresh every STANDBY_REFRESH_INTERVAL as the backstop for a notification lost
+        with its connection, and the only means where Awa owns the tables."""
+        assert self.engine is not None and self.store is not None
+        assert self.leadership is not None
+        channel = self.store.change_channel
+        if (self._may_block and channel is not None and not self.leadership.subscribed
+                and self.leadership.listen(channel)):
+            # A change may have committed between the last refresh and the LISTEN.
+            self.timers.standby_refresh.expire()
+        if not self.timers.standby_refresh.due(now):
+            return
+        self._standby_refresh(now)
+
+    def _standby_wait(self, now: float) -> float:
+        """Until the next election: the seconds to sleep, or sleep here on the lock's
+        session (then 0) and refresh the view on a change to the table, so that it
+        never lags the leader's by more than a notification's delivery."""
+        assert self.store is not None and self.leadership is not None
+        assert self.engine is not None
+        timers = self.timers
+        if not self.leadership.subscribed:
+            return min(timers.election.left(now), self.max_wait)
+        wait = min(timers.election.left(now), timers.standby_refresh.left(now), self.max_wait)
+        if self._elected_once:  # no heartbeat is written before the first election
+            wait = min(wait, timers.heartbeat.left(now))
+        # Our own writes are passed over (a standby writes only its heartbeat); the
+        # leader's fires notify too, and the refresh picks up their cursors.
+        payloads = self.leadership.wait(max(0.0, wait))
+        if any(table == "cron_jobs" and origin != self.store.origin
+               for table, _, origin in (p.partition(" ") for p in payloads)):
+            self._standby_refresh(self._monotonic())
+        return 0.0
+
+    def _standby_refresh(self, now: float) -> None:
+        """Refresh a standby's view, next in STANDBY_REFRESH_INTERVAL; if the database
+        fails it, again in MAX_RETRY_WAIT, since the change a notification announced is
+        still to be seen (the election reports the database's trouble)."""
+        assert self.engine is not None
+        self.timers.standby_refresh.set(now, STANDBY_REFRESH_INTERVAL)
+        try:
+            self.engine.refresh()
+        except StoreError:
+            self.timers.standby_refresh.set(self._monotonic(), MAX_RETRY_WAIT)
+
+    def _heartbeat(self, now: float) -> None:
+        """Tell `awa-beat status` who runs, every HEARTBEAT_INTERVAL; never fatal."""
+        if not self.timers.heartbeat.due(now) or self.store is None:
+            return
+        self.timers.heartbeat.set(now, HEARTBEAT_INTERVAL)
+        status = self.status()
+        host, _, pid = self.identity.rpartition(":")
+        # Never fatal: the tick's real work reports database trouble.
+        with contextlib.suppress(StoreError):
+            self.store.heartbeat(
+                identity=self.identity, host=host, pid=int(pid),
+                deployment=self.settings.deployment, lock_key=self.settings.lock_key,
+                role=status.role, started_at=self._started_at,
+                leader_since=status.leader_since, publishes=self.outbox is not None,
+                last_lag_ms=None if status.last_lag is None else status.last_lag * 1000,
+                clock_skew_ms=None if self.clock_skew is None else self.clock_skew * 1000)
+        purge = getattr(self.store, "purge_outcomes", None)
+        if status.role == "leader" and purge is not None and now >= self._outcome_purge_at:
+            self._outcome_purge_at = now + OUTCOME_PURGE_INTERVAL
+            with contextlib.suppress(StoreError):
+                purge(timedelta(days=self.settings.outcome_retention))
+
+    def _store_failed(self, exc: StoreError) -> float:
+        if not self._outage:
+            event(logger, logging.ERROR, "database.outage",
+                  "beat: database error, retrying: %s", exc, error=str(exc))
+            self._outage = True
+        assert self.leadership is not None
+        self.leadership.ping()
+        return min(self.settings.election_interval, MAX_RETRY_WAIT)
+
+    def _on_fired(self, result: FireResult) -> None:
+        stats = self.stats
+        stats.fires += len(result.jobs)
+        now = self.clock().timestamp()
+        epochs: dict[str, float] = {}  # a burst shares few fire times: parse each once
+        for job in result.jobs:
+            at = epochs.get(job.fire_time)
+            if at is None:
+                at = epochs[job.fire_time] = parse_iso(job.fire_time).timestamp()
+            stats.observe_lag(max(0.0, now - at))
+        if logger.isEnabledFor(logging.INFO):
+            for job in result.jobs:
+                event(logger, logging.INFO, "fire", "beat: fired %s for %s (job %s)",
+                      job.name, job.fire_time, job.job_id, schedule=job.name,
+                      fire_time=job.fire_time, job_id=job.job_id)
+        if self.hooks.after_fire is not None:
+            self.hooks.after_fire(result)
+        if self.outbox is not None:
+            self.outbox.wake()
+
+    def _dispatch(self, now: float) -> bool:
+        """Publish what the outbox has pending; True when more is waiting right now."""
+        outbox = self.outbox
+        if outbox is None:
+            return False
+        if self.timers.outbox_check.due(now):
+            # Jobs fired by another process (a manual trigger, another deployment's
+            # leader) are found this way; our own fires wake the outbox at once.
+            assert self.leadership is not None
+            self.timers.outbox_check.set(now, NOTIFIED_OUTBOX_CHECK_INTERVAL
+                                         if self.leadership.listening
+                                         else OUTBOX_CHECK_INTERVAL)
+            outbox.wake()
+        if outbox.due():
+            outbox.drain()
+        outbox.purge()
+        return outbox.due()

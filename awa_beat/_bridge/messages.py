@@ -1,0 +1,302 @@
+"""The Celery task message of each fired job, built by Celery itself.
+
+The first message for a task and set of options is built by Celery (``app.send_task``
+into a producer that records instead of sending), so routing, headers and properties
+are exactly what Celery's own beat sends; the others are copies of it with their own
+task id, expiry and args. The task id is derived from the fire, so a message published
+again carries the same one.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from hashlib import sha1
+from typing import Any
+
+from celery.utils.saferepr import saferepr
+from kombu import Producer
+from kombu.serialization import dumps, loads, registry
+from kombu.utils import json as kombu_json
+
+from .._schedules.fire_times import parse_iso
+from .._schedules.spec import BRIDGE_OWNED_OPTIONS
+from .amqp import HeaderTable
+
+UTC = timezone.utc
+#: Task ids are uuid5(TASK_ID_NAMESPACE, "<cron_name>@<cron_fire_time>").
+TASK_ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://pypi.org/project/awa-beat/")
+_NAMESPACE = TASK_ID_NAMESPACE.bytes
+#: Headers the bridge puts on every message, which the workers' outcome recorder reads
+#: (awa_beat.outcomes): the job, its schedule and fire time (Awa's text form; empty for a
+#: manual trigger), and "1" when the schedule asks for at-most-once execution.
+JOB_HEADER = "awa_beat_job"
+SCHEDULE_HEADER = "awa_beat_schedule"
+FIRE_TIME_HEADER = "awa_beat_fire_time"
+AT_MOST_ONCE_HEADER = "awa_beat_at_most_once"
+#: kombu's JSON of plain values, without building an encoder per message.
+_JSON = json.JSONEncoder()
+#: Entries in the cache of (argsrepr, kwargsrepr, body) per args.
+CALL_CACHE_SIZE = 512
+
+
+
+def fire_task_id(cron_name: str | None, fire_time: str | None, job_id: int) -> str:
+    """A fired job's Celery task id: the same on every republish.
+
+    ``fire_time`` is the job's ``cron_fire_time`` in Awa's text form; a job without one
+    (a manual trigger) is known by its id instead.
+    """
+    key = f"{cron_name}@{fire_time}" if fire_time else f"job:{job_id}"
+    # uuid.uuid5 without the UUID object, which costs more than the hash: the tests
+    # compare the two.
+    digest = bytearray(sha1(_NAMESPACE + key.encode("utf-8")).digest()[:16])
+    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+    digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
+    x = digest.hex()
+    return f"{x[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}"
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the bridge makes of one set of Celery options (parsed once per set)."""
+
+    options: dict[str, Any]
+    """apply_async options, less those the bridge owns and ``expires``."""
+    expires: Any
+    relative_expiry: bool
+    """``expires`` is seconds after the fire."""
+    templatable: bool
+    """Messages with these options can be copied from a template."""
+
+    @classmethod
+    def parse(cls, text: str) -> _Plan:
+        options = json.loads(text) or {}
+        for key in BRIDGE_OWNED_OPTIONS:
+            options.pop(key, None)
+        expires = options.pop("expires", None)
+        relative = isinstance(expires, (int, float)) and not isinstance(expires, bool)
+        return cls(options, expires, relative,
+                   "countdown" not in options and "eta" not in options)
+
+
+def _call(text: str | None) -> tuple[Any, dict[str, Any]]:
+    """(args, kwargs) from a job's args column, as Celery's send_task takes them."""
+    call = json.loads(text) if text else {}
+    if not isinstance(call, dict):
+        call = {}
+    return call.get("args") or (), call.get("kwargs") or {}
+
+
+_PLAIN = (int, float, type(None))
+
+
+def _saferepr(value: Any, maxlen: int, maxlevels: int) -> str:
+    """Celery's ``saferepr``, with a shortcut for the common args: a short flat list of
+    numbers (where it is plain ``repr``), and no kwargs."""
+    if not value and isinstance(value, dict):
+        return "{}"
+    if (isinstance(value, list) and 0 < len(value) <= 32
+            and all(type(v) in _PLAIN for v in value)):
+        text = repr(value)
+        if len(text) < maxlen:
+            return text
+    return saferepr(value, maxlen, maxlevels=maxlevels)
+
+
+def _own_headers(job: dict[str, Any]) -> dict[str, str]:
+    """awa-beat's headers for a pending job (strings: the cheapest to encode)."""
+    return {JOB_HEADER: str(job["id"]), SCHEDULE_HEADER: job["cron_name"] or "",
+            FIRE_TIME_HEADER: job["cron_fire_time"] or "",
+            AT_MOST_ONCE_HEADER: "1" if job.get("at_most_once") else "0"}
+
+
+def _parse_fire_time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    return parse_iso(text).astimezone(UTC)  # Awa's text form: "YYYY-MM-DD HH:MM:SS+00"
+
+
+@dataclass
+class Prepared:
+    """One task message, serialised and routed, ready for any kombu channel."""
+
+    job_id: int
+    task_id: str
+    body: Any
+    priority: Any
+    content_type: str
+    content_encoding: str
+    headers: dict[str, Any]
+    properties: dict[str, Any]
+    routing_key: str
+    exchange: str
+    declare: list[Any]
+    embed: Any = None
+    """The decoded body's third part (callbacks, chain, ...), kept to build copies."""
+    table: HeaderTable | None = None
+    """Encodes the headers of this template's copies (AMQP only)."""
+    plain_json: bool | None = None
+    """The bodies of this template's copies are JSON the standard library writes."""
+
+
+class _Recorder(Producer):
+    """A producer that keeps what Celery would publish instead of publishing it."""
+
+    recorded: tuple[Any, ...] | None = None
+
+    def _publish(self, body: Any, priority: Any, content_type: str, content_encoding: str,
+                 headers: dict[str, Any], properties: dict[str, Any], routing_key: str,
+                 mandatory: bool, immediate: bool, exchange: str, declare: list[Any],
+                 *args: Any, **kwargs: Any) -> None:
+        self.recorded = (body, priority, content_type, content_encoding, headers,
+                         dict(properties), routing_key, exchange, list(declare))
+
+
+class MessageBuilder:
+    """Builds the messages of pending jobs for one Celery app, and keeps each job's until
+    it is :meth:`forget`-ten (published), so a batch published again is not rebuilt."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self._recorder: _Recorder | None = None
+        self._prepared: dict[int, Prepared] = {}
+        self._templates: dict[tuple[str, str], Prepared] = {}
+        self._plans: dict[tuple[str, str], _Plan] = {}
+        self._calls: dict[tuple[int, str], tuple[str, str, Any]] = {}
+        self._repr_limits: tuple[int, int, int] | None = None
+
+    def close(self) -> None:
+        if self._recorder is not None:
+            self._recorder.connection.release()
+            self._recorder = None
+
+    def forget(self, messages: list[Prepared]) -> None:
+        """The broker accepted ``messages``: their jobs need them no more."""
+        for m in messages:
+            self._prepared.pop(m.job_id, None)
+
+    def prepare(self, job: dict[str, Any]) -> Prepared:
+        """Build the job's message exactly as Celery's beat would send it.
+
+        ``job`` is a row of :meth:`Store.pending_celery_jobs`: its args and Celery options
+        as JSON text, so that they key the caches below without being parsed again.
+
+        Celery builds the first message for each task and set of options; the others
+        are copies with their own task id, expiry, args and kwargs (body and the
+        ``argsrepr``/``kwargsrepr`` headers), the only parts of a Celery message that
+        differ between two sends with the same options (checked against Celery itself
+        in the tests). Messages that depend on the time of sending (``countdown``,
+        ``eta``) or are compressed are always built by Celery.
+        """
+        cached = self._prepared.get(job["id"])
+        if cached is not None:
+            return cached
+        key = (job["kind"], job["options"] or "{}")
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = _Plan.parse(key[1])
+        expires = plan.expires
+        if plan.relative_expiry:
+            # Relative to the fire, not to the publish: a late publish does not extend it.
+            fired = _parse_fire_time(job["cron_fire_time"]) or job["created_at"]
+            expires = fired + timedelta(seconds=plan.expires)
+        task_id = fire_task_id(job["cron_name"], job["cron_fire_time"], job["id"])
+        template = self._templates.get(key) if plan.templatable else None
+        ours = _own_headers(job)
+        if template is None:
+            args, kwargs = _call(job["args"])
+            prepared = self._build(job["id"], job["kind"], args, kwargs, dict(plan.options),
+                                   expires, task_id, ours)
+            if plan.templatable and "compression" not in prepared.headers:
+                self._templates[key] = prepared
+        else:
+            prepared = self._copy(template, job["id"], task_id, expires, job["args"] or "{}")
+            prepared.headers.update(ours)
+        self._prepared[job["id"]] = prepared
+        return prepared
+
+    def _copy(self, template: Prepared, job_id: int, task_id: str, expires: Any,
+              call: str) -> Prepared:
+        """``template`` for another job, set the way Celery sets those fields."""
+        headers = dict(template.headers)
+        headers["id"] = headers["root_id"] = task_id
+        headers["argsrepr"], headers["kwargsrepr"], body = self._call_parts(template, call)
+        properties = dict(template.properties)
+        properties["correlation_id"] = task_id
+        if isinstance(expires, datetime):
+            headers["expires"] = expires.isoformat()
+            # Celery turns the expiry into the message's TTL, counted from the send.
+            left = max(0.0, (expires - datetime.now(UTC)).total_seconds())
+            properties["expiration"] = str(int(left * 1000))
+        if template.table is None:
+            template.table = HeaderTable(template.headers)
+        return Prepared(job_id, task_id, body, template.priority, template.content_type,
+                        template.content_encoding, headers, properties, template.routing_key,
+                        template.exchange, template.declare, template.embed, template.table)
+
+    def _call_parts(self, template: Prepared, call: str) -> tuple[str, str, Any]:
+        """argsrepr, kwargsrepr and body for the JSON ``call``, cached: a schedule sends
+        the same args every time it fires."""
+        key = (id(template), call)
+        parts = self._calls.get(key)
+        if parts is not None:
+            return parts
+        args, kwargs = _call(call)
+        if self._repr_limits is None:
+            # Read once: a look-up in Celery's settings is slow next to a local.
+            # task_repr_maxlevels is new in Celery 5.7; older versions use saferepr's
+            # default.
+            amqp = self.app.amqp
+            self._repr_limits = (amqp.argsrepr_maxsize, amqp.kwargsrepr_maxsize,
+                                 self.app.conf.get("task_repr_maxlevels", 3))
+        args_max, kwargs_max, levels = self._repr_limits
+        if template.embed is None:
+            template.embed = loads(template.body, template.content_type,
+                                   template.content_encoding)[2]
+        if self._plain_json(template):
+            body = _JSON.encode((args, kwargs, template.embed))
+        else:
+            _, _, body = dumps((args, kwargs, template.embed),
+                               serializer=registry.type_to_name[template.content_type])
+        parts = (_saferepr(args, args_max, levels), _saferepr(kwargs, kwargs_max, levels),
+                 body)
+        if len(self._calls) >= CALL_CACHE_SIZE:
+            self._calls.clear()
+        self._calls[key] = parts
+        return parts
+
+    def _plain_json(self, template: Prepared) -> bool:
+        """Whether the bodies of ``template``'s copies are kombu's JSON of plain values,
+        which the standard library's encoder writes the same, at less cost. Args and
+        kwargs come from ``json.loads`` (plain always); the template's embed is
+        checked once."""
+        plain = template.plain_json
+        if plain is None:
+            name = registry.type_to_name.get(template.content_type)
+            codec = getattr(registry, "_encoders", {}).get(name)
+            plain = codec is not None and codec[2] is kombu_json.dumps
+            if plain:
+                try:
+                    plain = _JSON.encode(template.embed) == kombu_json.dumps(template.embed)
+                except (TypeError, ValueError):
+                    plain = False  # a value only kombu's encoder knows
+            template.plain_json = plain
+        return plain
+
+    def _build(self, job_id: int, kind: str, args: Any, kwargs: dict[str, Any],
+               options: dict[str, Any], expires: Any, task_id: str,
+               ours: dict[str, str]) -> Prepared:
+        if self._recorder is None:
+            self._recorder = _Recorder(self.app.connection_for_write(), auto_declare=False)
+        headers = dict(options.pop("headers", None) or {})
+        headers["celery_beat_task"] = True
+        headers.update(ours)
+        self._recorder.recorded = None
+        self.app.send_task(kind, args, kwargs, task_id=task_id, producer=self._recorder,
+                           expires=expires, headers=headers, retry=False, **options)
+        recorded = self._recorder.recorded
+        assert recorded is not None, "Celery did not publish through the producer"
+        return Prepared(job_id, task_id, *recorded)

@@ -1,0 +1,2 @@
+"""The Celery adapter: the beat scheduler class and the ``celery awa`` command.
+"""

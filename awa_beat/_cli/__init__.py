@@ -1,0 +1,34 @@
+"""The ``awa-beat`` command line (also ``celery -A proj awa ...``).
+
+One module per command group; each command parses its options, calls the operations
+layer (:mod:`awa_beat._ops.operations`) and prints. User mistakes (a bad URL, an unreachable
+database, an unknown name) end in a one-line error and a non-zero exit code, never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import click
+
+from .. import __version__
+from .cluster import status
+from .doctor import doctor
+from .history import history
+from .imports import import_
+from .runtime import add, edit
+from .schedules import export, list_, pause, remove, resume, show, trigger
+from .schema import migrate
+from .web import web
+
+__all__ = ["main"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="awa-beat")
+def main() -> None:
+    """awa-beat: a PostgreSQL-backed, highly available Celery beat."""
+
+
+for _command in (migrate, list_, add, edit, pause, resume, trigger, remove, show, history,
+                 export, status, doctor, import_, web):
+    main.add_command(_command)

@@ -1,0 +1,92 @@
+"""What every command shares: finding the Celery app and the database, the common
+options, and turning awa-beat's errors into one line on stderr.
+
+Every entry point finds its database the same way (:func:`database_url_for`):
+``awa-beat ...``, ``celery -A proj awa ...`` (the app comes from Celery's context) and
+``awa-beat import -A proj`` (the app named by ``-A``).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import wraps
+from typing import Any, TypeVar
+
+import click
+
+from .._config import DATABASE_URL_ENV
+from .._db.store import Store
+from .._ops.operations import Operations, find_database_url, settings_for
+from ..errors import AwaBeatError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def friendly_errors(func: F) -> F:
+    """Print awa-beat errors as ``error: ...`` and exit 1 instead of a traceback. The
+    README promises 1 for every mistake, "no database" included; 2 stays click's own, for
+    a command line it cannot parse."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except AwaBeatError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(1)
+
+    return wrapper  # type: ignore[return-value]
+
+
+database_url_option = click.option(
+    "--database-url",
+    envvar=DATABASE_URL_ENV,
+    show_envvar=True,
+    help="PostgreSQL URL, e.g. postgresql://user:pass@host:5432/db.",
+)
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+def context_app() -> Any:
+    """The Celery app of ``celery -A proj awa ...``, if run that way."""
+    ctx = click.get_current_context(silent=True)
+    return getattr(ctx.find_root().obj, "app", None) if ctx is not None else None
+
+
+def database_url_for(explicit: str | None, app: Any = None) -> str:
+    """The database for ``--database-url`` (or $AWA_BEAT_DATABASE_URL), else ``app``'s
+    (default: the app of ``celery -A``), else the embedded server a beat started here."""
+    return find_database_url(explicit, app if app is not None else context_app())
+
+
+def open_store(explicit: str | None, app: Any = None) -> Store:
+    """The store of :func:`database_url_for`; not yet opened (use ``with``)."""
+    return Store(database_url_for(explicit, app), max_size=1)
+
+
+def operations_kwargs() -> dict[str, Any]:
+    """How :class:`Operations` learns the app's settings (how ``add`` reads an entry),
+    its deployment and its configured names (to flag orphans), under ``celery -A``; the
+    environment's settings and no orphans otherwise."""
+    app = context_app()
+    if app is None:
+        return {"settings": settings_for(None)}
+    settings = settings_for(app)
+
+    def configured() -> list[str]:
+        from .._celery.scheduler import configured_entries
+
+        return list(configured_entries(app, settings))
+
+    return {"deployment": settings.deployment, "configured": configured,
+            "settings": settings}
+
+
+@contextmanager
+def operations(explicit: str | None) -> Iterator[Operations]:
+    """The operations layer on the database of :func:`database_url_for`."""
+    with Operations.open(database_url_for(explicit), **operations_kwargs()) as ops:
+        yield ops

