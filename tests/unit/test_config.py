@@ -12,8 +12,8 @@ from awa_beat._config import (
     Settings,
     celery_dispatch_refused,
     redact,
-    resolve_database_url,
 )
+from awa_beat._db.embedded import resolve_database_url
 from awa_beat.errors import ConfigError
 
 

@@ -51,9 +51,9 @@ def _unit(module: str) -> tuple[int, str]:
     best: tuple[int, str] | None = None
     for index, (_name, members) in enumerate(LAYERS):
         for member in members:
-            if module == member or module.startswith(member + "."):
-                if best is None or len(member) > len(best[1]):
-                    best = (index, member)
+            inside = module == member or module.startswith(member + ".")
+            if inside and (best is None or len(member) > len(best[1])):
+                best = (index, member)
     if best is None:
         raise AssertionError(f"awa_beat.{module} is in no layer: add it to LAYERS in {__file__}")
     return best
@@ -65,7 +65,7 @@ def _modules() -> dict[str, Path]:
         parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts = parts[:-1]
-        if not parts or parts[:2] == ["contrib", "django"] and "migrations" in parts:
+        if not parts or (parts[:2] == ["contrib", "django"] and "migrations" in parts):
             continue  # the facade; Django's migrations import nothing of ours
         found[".".join(parts)] = path
     return found
@@ -132,7 +132,8 @@ def test_psycopg_stops_at_the_database_layer() -> None:
     outside = {m for m, path in MODULES.items()
                if _psycopg(path) and _unit(m)[1] != "_db"}
     assert outside <= PSYCOPG_OUTSIDE_DB, (
-        f"modules above the database layer that import psycopg: {sorted(outside - PSYCOPG_OUTSIDE_DB)}")
+        "modules above the database layer that import psycopg: "
+        f"{sorted(outside - PSYCOPG_OUTSIDE_DB)}")
     assert not PSYCOPG_OUTSIDE_DB - outside, (
         f"no longer import psycopg (remove them from PSYCOPG_OUTSIDE_DB): "
         f"{sorted(PSYCOPG_OUTSIDE_DB - outside)}")
