@@ -42,15 +42,11 @@ from ._db.records import (
 from ._db.sql import queries
 from ._db.store import Store, SyncBatch
 from ._schedules.markers import RETIRED_BY, max_runs
-from .errors import DatabaseUnavailable, SchemaError
+from .errors import DatabaseUnavailable, SchemaError, WaitTimeout
 
 UTC = timezone.utc
 
 TEST_DATABASE_URL_ENV = "AWA_BEAT_TEST_DATABASE_URL"
-
-
-class WaitTimeout(AssertionError, TimeoutError):
-    """:func:`wait_for` gave up: a failed assertion to tests, a timeout to scripts."""
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "",

@@ -1,7 +1,10 @@
 """Typed errors raised by awa-beat.
 
 Every error a user can cause derives from :class:`AwaBeatError`; its message is
-meant to be printed as-is, without a traceback.
+meant to be printed as-is, without a traceback. The few internal errors at the end are
+raised and caught inside the package; they live here too, so that every error class of
+awa-beat is found in one module (the dashboard's ``HTTPError``, which is its response to a
+request, stays with the dashboard).
 """
 
 from __future__ import annotations
@@ -125,6 +128,34 @@ class BrokerError(AwaBeatError):
 
 class SourceError(AwaBeatError):
     """The source of an import cannot be read (unreachable, missing, malformed)."""
+
+
+# -- internal errors: raised and caught inside the package, never seen by a user --------
+
+
+class FieldRefused(Exception):
+    """One field of a schedule entry cannot be read. The entry parser raises it while it
+    reads a field and turns it into a :class:`ValidationError` that names the entry."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+class NestedTooDeep(Exception):
+    """A value given as JSON text is nested deeper than the entry parser reads; the parser
+    reports it as a refusal of the field that carried it."""
+
+
+class CronFieldError(Exception):
+    """One field of a cron expression cannot be parsed. The cron parser reports it as an
+    :class:`InvalidCronExpression` naming the expression; its message is in lower case."""
+
+
+class WaitTimeout(AssertionError, TimeoutError):
+    """The test helper ``wait_for`` gave up. It is an assertion failure to a test and a
+    timeout to a script, so each reports it the way it reports its own failures."""
 
 
 def first_line(exc: BaseException) -> str:

@@ -56,7 +56,8 @@ from chaosinfra import (  # noqa: E402
 
 from awa_beat._bridge import fire_task_id  # noqa: E402
 from awa_beat._db.store import Store  # noqa: E402
-from awa_beat._testing import TempDatabases, WaitTimeout, server_url, wait_for  # noqa: E402
+from awa_beat._testing import TempDatabases, server_url, wait_for  # noqa: E402
+from awa_beat.errors import WaitTimeout  # noqa: E402
 
 FAULTS: dict[str, str] = {
     "sigkill": "SIGKILL of the leader; a replacement started at once",

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import tzdata
 
-from awa_beat.errors import InvalidCronExpression, InvalidTimezone
+from awa_beat.errors import CronFieldError, InvalidCronExpression, InvalidTimezone
 
 __all__ = ["CronExpression", "CronFields", "load_timezone"]
 
@@ -112,10 +112,6 @@ def _parse_u8(text: str) -> int | None:
     return value if value <= 255 else None
 
 
-class _ComponentError(Exception):
-    """A field failed to parse; the message says why, in lowercase."""
-
-
 class _Component:
     """One cron field: a bitfield per value, as croner's ``CronComponent``."""
 
@@ -135,9 +131,9 @@ class _Component:
 
     def set_bit(self, pos: int, bit: int) -> None:
         if pos < self.min or pos > self.max:
-            raise _ComponentError(f"{pos} is out of range; allowed {self.allowed()}")
+            raise CronFieldError(f"{pos} is out of range; allowed {self.allowed()}")
         if self.features & bit != bit:
-            raise _ComponentError(self._unsupported(bit))
+            raise CronFieldError(self._unsupported(bit))
         self.bits[pos] |= bit
 
     def unset_bit(self, pos: int, bit: int) -> None:
@@ -164,8 +160,8 @@ class _Component:
                 continue  # croner skips empty list items: ",5" is "5"
             try:
                 self._parse_part(part)
-            except _ComponentError as exc:
-                raise _ComponentError(f"{self.name} field {field!r}: {exc}") from None
+            except CronFieldError as exc:
+                raise CronFieldError(f"{self.name} field {field!r}: {exc}") from None
 
     def _parse_part(self, part: str) -> None:
         if "/" in part:
@@ -182,9 +178,9 @@ class _Component:
             if text.endswith("L") and "#" not in text:
                 text = text.replace("L", "#L")
             if "#" in text and self.features & _NTH_ALL != _NTH_ALL:
-                raise _ComponentError("'#' and 'nL' are only allowed in day-of-week")
+                raise CronFieldError("'#' and 'nL' are only allowed in day-of-week")
             if "L" in text and self.features & _NTH_ALL != _NTH_ALL:
-                raise _ComponentError("'L' here must stand alone (last day of the month)")
+                raise CronFieldError("'L' here must stand alone (last day of the month)")
             self._number(text)
 
     @staticmethod
@@ -196,9 +192,9 @@ class _Component:
             return _ALL
         nth = _parse_u8(value[pos + 1 :])
         if nth is None:
-            raise _ComponentError(f"invalid '#n' in {value!r}; n must be 1-5 or L")
+            raise CronFieldError(f"invalid '#n' in {value!r}; n must be 1-5 or L")
         if not 1 <= nth <= 5:
-            raise _ComponentError(f"'#{nth}' is out of range; n must be 1-5 or L")
+            raise CronFieldError(f"'#{nth}' is out of range; n must be 1-5 or L")
         return _NTH[nth]
 
     @staticmethod
@@ -208,21 +204,21 @@ class _Component:
     def _closest_weekday(self, value: str) -> None:
         day = _parse_u8(value[: value.find("w")])
         if day is None:
-            raise _ComponentError(f"{value!r}: 'W' needs a day number before it, like 15W")
+            raise CronFieldError(f"{value!r}: 'W' needs a day number before it, like 15W")
         if day < self.min or day > self.max:
-            raise _ComponentError(f"{value!r}: day {day} is out of range; allowed 1-31")
+            raise CronFieldError(f"{value!r}: day {day} is out of range; allowed 1-31")
         self.set_bit(day, _CLOSEST_WEEKDAY)
 
     def _range(self, value: str) -> None:
         bit = self._nth_bit(value)
         parts = [_trim(p) for p in self._strip_nth(value).split("-")]
         if len(parts) != 2:
-            raise _ComponentError(f"{value!r} is not a range like a-b")
+            raise CronFieldError(f"{value!r} is not a range like a-b")
         start, end = _parse_u8(parts[0]), _parse_u8(parts[1])
         if start is None or end is None:
-            raise _ComponentError(f"{value!r} is not a range of two numbers like a-b")
+            raise CronFieldError(f"{value!r} is not a range of two numbers like a-b")
         if start > end or start < self.min or end > self.max:
-            raise _ComponentError(
+            raise CronFieldError(
                 f"range {value!r} must go upwards within {self.allowed()} (no wrap-around)"
             )
         for v in range(start, end + 1):
@@ -232,36 +228,36 @@ class _Component:
         bit = self._nth_bit(value)
         num = _parse_u8(self._strip_nth(value))
         if num is None:
-            raise _ComponentError(f"{value!r} is not a number; allowed {self.allowed()}")
+            raise CronFieldError(f"{value!r} is not a number; allowed {self.allowed()}")
         if num < self.min or num > self.max:
-            raise _ComponentError(f"{num} is out of range; allowed {self.allowed()}")
+            raise CronFieldError(f"{num} is out of range; allowed {self.allowed()}")
         self.set_bit(num, bit)
 
     def _stepping(self, value: str) -> None:
         bit = self._nth_bit(value)
         parts = self._strip_nth(value).split("/")
         if len(parts) != 2:
-            raise _ComponentError(f"{value!r} is not a step like */n, a-b/n or a/n")
+            raise CronFieldError(f"{value!r} is not a step like */n, a-b/n or a/n")
         range_part, step_text = parts
         step = _parse_u8(step_text)
         if step is None:
-            raise _ComponentError(f"{value!r}: the step must be a number 1-255")
+            raise CronFieldError(f"{value!r}: the step must be a number 1-255")
         if step == 0:
-            raise _ComponentError(f"{value!r}: the step cannot be zero")
+            raise CronFieldError(f"{value!r}: the step cannot be zero")
         if range_part == "*":
             start: int | None = self.min
             end: int | None = self.max
         elif "-" in range_part:
             bounds = range_part.split("-")
             if len(bounds) != 2:
-                raise _ComponentError(f"{value!r} is not a step like a-b/n")
+                raise CronFieldError(f"{value!r} is not a step like a-b/n")
             start, end = _parse_u8(bounds[0]), _parse_u8(bounds[1])
         else:
             start, end = _parse_u8(range_part), self.max
         if start is None or end is None:
-            raise _ComponentError(f"{value!r} is not a step like */n, a-b/n or a/n")
+            raise CronFieldError(f"{value!r} is not a step like */n, a-b/n or a/n")
         if start < self.min or end > self.max or start > end:
-            raise _ComponentError(
+            raise CronFieldError(
                 f"step range in {value!r} must go upwards within {self.allowed()}"
             )
         v = start
@@ -269,7 +265,7 @@ class _Component:
             self.set_bit(v, bit)
             v += step
             if v > 255:  # croner steps with u8::checked_add and fails on overflow
-                raise _ComponentError(f"{value!r}: the step overflows")
+                raise CronFieldError(f"{value!r}: the step overflows")
 
 
 def _split_fields(pattern: str) -> list[str]:
@@ -555,7 +551,7 @@ class CronExpression:
             minutes, minutes_mask = _time_field(1, parts[1])
             hours, hours_mask = _time_field(2, parts[2])
             days = _day_rule_of(parts[3], parts[4], parts[5])
-        except _ComponentError as exc:
+        except CronFieldError as exc:
             raise InvalidCronExpression(f"invalid cron expression {expr!r}: {exc}") from None
 
         parsed = object.__new__(cls)

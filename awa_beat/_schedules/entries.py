@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from ..errors import ScheduleError, ValidationError
+from ..errors import FieldRefused, NestedTooDeep, ScheduleError, ValidationError
 from .calendars import at
 from .cron import load_timezone
 from .fire_times import parse_iso
@@ -67,19 +67,15 @@ _EVERY = re.compile(r"([0-9]+)\s*([smhd])", re.ASCII)
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-class _Refused(Exception):
-    """One field that cannot be read; becomes a ValidationError naming the entry."""
-
-    def __init__(self, field: str, message: str) -> None:
-        # The parsers name their flag first; the refusal names the field already.
-        flag = CLI_FIELDS.get(field, "")
-        if flag and message.startswith(flag + " "):
-            message = message[len(flag) + 1:]
-        elif flag and message.startswith(flag + ": "):
-            message = message[len(flag) + 2:]
-        super().__init__(message)
-        self.field = field
-        self.message = message
+def _refused(field: str, message: str) -> FieldRefused:
+    """The refusal of one field, whose message does not repeat the field's flag: the
+    parsers name their flag first, and the refusal names the field already."""
+    flag = CLI_FIELDS.get(field, "")
+    if flag and message.startswith(flag + " "):
+        message = message[len(flag) + 1:]
+    elif flag and message.startswith(flag + ": "):
+        message = message[len(flag) + 2:]
+    return FieldRefused(field, message)
 
 
 def parse_every(text: str) -> timedelta:
@@ -139,10 +135,6 @@ def parse_solar(text: str) -> Any:
                             f"({exc})") from None
 
 
-class _TooDeep(Exception):
-    pass
-
-
 #: Nesting past which a value given as JSON text is refused while it is parsed: where
 #: Python's parser up to 3.12 gives up (its recursion limit). Shallower values that are
 #: still too deep for a schedule are refused by its validation, by field.
@@ -150,20 +142,21 @@ _PARSE_DEPTH = 1000
 
 
 def _loads(text: str) -> Any:
-    """``json.loads``, refusing a value nested past :data:`_PARSE_DEPTH` (:class:`_TooDeep`)
+    """``json.loads``, refusing a value nested past :data:`_PARSE_DEPTH`
+    (:class:`~awa_beat.errors.NestedTooDeep`)
     on every Python: 3.13's parser reads far deeper values than its predecessors, so the
     depth is checked, without recursion, once parsed."""
     try:
         value = json.loads(text)
     except RecursionError:
-        raise _TooDeep from None
+        raise NestedTooDeep from None
     level = [value]
     for _ in range(_PARSE_DEPTH):
         level = [item for v in level if isinstance(v, (list, dict))
                  for item in (v.values() if isinstance(v, dict) else v)]
         if not level:
             return value
-    raise _TooDeep
+    raise NestedTooDeep
 
 
 def _json_value(option: str, text: str | None, kind: type) -> Any:
@@ -173,7 +166,7 @@ def _json_value(option: str, text: str | None, kind: type) -> Any:
         value = _loads(text)
     except ValueError as exc:
         raise ScheduleError(f"{option}: not valid JSON ({exc})") from None
-    except _TooDeep:
+    except NestedTooDeep:
         raise ScheduleError(f"{option}: nested too deep") from None
     if not isinstance(value, kind):
         raise ScheduleError(f"{option}: must be a JSON {'list' if kind is list else 'object'}")
@@ -198,14 +191,14 @@ def _bound_settings(*, start: str | None, end: str | None, max_runs: str | int |
         try:
             out[key] = parse_instant(text, zone, flag=f"--{field}").isoformat()
         except ScheduleError as exc:
-            raise _Refused(field, str(exc)) from None
+            raise _refused(field, str(exc)) from None
     if max_runs is not None:
         if _removal(str(max_runs)):
             out["max_runs"] = None
         elif isinstance(max_runs, int) or str(max_runs).strip().isdigit():
             out["max_runs"] = int(max_runs)
         else:
-            raise _Refused("max_runs", f"{max_runs!r}: a whole number of runs >= 1, or "
+            raise _refused("max_runs", f"{max_runs!r}: a whole number of runs >= 1, or "
                            f"{NONE_WORD!r} for no limit")
     if one_off is not None:
         out["one_off"] = _yes(one_off)
@@ -215,7 +208,7 @@ def _bound_settings(*, start: str | None, end: str | None, max_runs: str | int |
         elif overlap in OVERLAPS:
             out["overlap"] = overlap
         else:
-            raise _Refused("overlap", f"{overlap!r}: one of {', '.join(OVERLAPS)}, or "
+            raise _refused("overlap", f"{overlap!r}: one of {', '.join(OVERLAPS)}, or "
                            f"{NONE_WORD!r} for the default (allow)")
     if deadline is not None:
         out["deadline"] = _deadline(deadline)
@@ -230,7 +223,7 @@ def _yes(value: bool | str) -> bool:
         return True
     if word in ("", "no", "false", "off", "0", NONE_WORD):
         return False
-    raise _Refused("one_off", f"{value!r}: yes or no")
+    raise _refused("one_off", f"{value!r}: yes or no")
 
 
 def _deadline(value: str | float) -> float | None:
@@ -242,7 +235,7 @@ def _deadline(value: str | float) -> float | None:
     try:
         return float(parse_every(text).total_seconds())
     except ScheduleError:
-        raise _Refused("deadline", f"{value!r}: seconds after the fire (900, 15m, 1h), or "
+        raise _refused("deadline", f"{value!r}: seconds after the fire (900, 15m, 1h), or "
                        f"{NONE_WORD!r} for none") from None
 
 
@@ -254,28 +247,28 @@ def _options(items: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
     for item in items:
         key, sep, text = item.partition("=")
         if not sep or not key:
-            raise _Refused("option", f"{item!r}: give KEY=JSON, e.g. expires=3600")
+            raise _refused("option", f"{item!r}: give KEY=JSON, e.g. expires=3600")
         try:
             value = _loads(text)
         except ValueError:
             value = text  # a bare word: a string
-        except _TooDeep:
-            raise _Refused("option", f"{key}: nested too deep") from None
+        except NestedTooDeep:
+            raise _refused("option", f"{key}: nested too deep") from None
         if key == AWA_BEAT_OPTION:
             if not isinstance(value, dict):
-                raise _Refused("option", f"{item!r}: awa_beat takes a JSON object")
+                raise _refused("option", f"{item!r}: awa_beat takes a JSON object")
             awa.update(value)
         elif key in AWA_BEAT_KEYS:
             flag = _SETTING_FIELDS.get(key)
             how = (CLI_FIELDS.get(flag, flag) if flag else
                    f"--option 'awa_beat={{\"{key}\": ...}}'")
-            raise _Refused("option", f"{key} is awa-beat's own setting, not an apply_async "
+            raise _refused("option", f"{key} is awa-beat's own setting, not an apply_async "
                            f"option: use {how}")
         elif key in BRIDGE_OWNED_OPTIONS:
-            raise _Refused("option", f"{key}: awa-beat's dispatch bridge decides it; a value "
+            raise _refused("option", f"{key}: awa-beat's dispatch bridge decides it; a value "
                            "given here would be ignored")
         elif key not in APPLY_ASYNC_OPTIONS:
-            raise _Refused("option", f"{key}: not an apply_async option awa-beat passes on; "
+            raise _refused("option", f"{key}: not an apply_async option awa-beat passes on; "
                            f"known: {', '.join(sorted(APPLY_ASYNC_OPTIONS))}")
         else:
             options[key] = value
@@ -288,7 +281,7 @@ def _merge_settings(given: dict[str, Any], fields: dict[str, Any]) -> dict[str, 
     for key, value in fields.items():
         if key in given and given[key] != value:
             field = _SETTING_FIELDS.get(key, key)
-            raise _Refused("option", f"awa_beat.{key} is {given[key]!r} there but "
+            raise _refused("option", f"awa_beat.{key} is {given[key]!r} there but "
                            f"{value!r} in {CLI_FIELDS.get(field, field)}; give it once")
         given[key] = value
     return given
@@ -324,7 +317,7 @@ def entry_from_options(name: str = "(entry)", *, task: str | None = None,
                       option=option, edit=edit,
                       bounds=dict(start=start, end=end, max_runs=max_runs, one_off=one_off,
                                   overlap=overlap, deadline=deadline))
-    except _Refused as exc:
+    except FieldRefused as exc:
         raise ValidationError([(name, labels.get(exc.field, exc.field), exc.message)]
                               ) from None
 
@@ -335,7 +328,7 @@ def _schedule(*, cron: str | None, every: str | None, at_: str | None,
                                                  ("at", at_), ("solar", solar))
              if value is not None]
     if len(given) > 1:
-        raise _Refused("schedule", "give one schedule, not "
+        raise _refused("schedule", "give one schedule, not "
                        f"{' and '.join(CLI_FIELDS[f] for f, _ in given)}")
     if not given:
         return None
@@ -349,7 +342,7 @@ def _schedule(*, cron: str | None, every: str | None, at_: str | None,
             return parse_at(text, tz)
         return parse_solar(text)
     except ScheduleError as exc:
-        raise _Refused(field, str(exc)) from None
+        raise _refused(field, str(exc)) from None
 
 
 def _entry(*, task: str | None, cron: str | None, every: str | None, at_: str | None,
@@ -367,7 +360,7 @@ def _entry(*, task: str | None, cron: str | None, every: str | None, at_: str | 
         try:
             value = _json_value(CLI_FIELDS[field], text, kind)
         except ScheduleError as exc:
-            raise _Refused(field, str(exc)) from None
+            raise _refused(field, str(exc)) from None
         if value is not None:
             entry[field] = value
     options, given = _options(option)
