@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Literal, cast
 
 if TYPE_CHECKING:
     from typing_extensions import LiteralString
+
+LayoutName = Literal["standalone", "awa"]
+"""The two table layouts: awa-beat's own tables, or the tables of a database Awa migrated."""
+
+LAYOUTS: tuple[LayoutName, ...] = ("standalone", "awa")
 
 _HEADER = re.compile(r"^-- ([a-z0-9_]+) --$", re.MULTILINE)
 
@@ -48,6 +54,27 @@ def _read(name: str) -> str:
 
 
 queries = parse_queries(_read("queries.sql"))
+
+
+def _for_layout(layout: LayoutName) -> dict[str, LiteralString]:
+    found: dict[str, LiteralString] = {}
+    for name, sql in queries.items():
+        base, _, suffix = name.rpartition("_")
+        if suffix in LAYOUTS and all(f"{base}_{other}" in queries for other in LAYOUTS):
+            if suffix == layout:
+                found[base] = sql
+        else:
+            found[name] = sql
+    return found
+
+
+_statements = {layout: _for_layout(layout) for layout in LAYOUTS}
+
+
+def statements(layout: LayoutName) -> Mapping[str, LiteralString]:
+    """Every statement by name as it runs on the layout: ``fire_batch`` and ``trigger``
+    differ between the layouts, the others are the same in both."""
+    return _statements[layout]
 
 
 def migration_files() -> list[tuple[int, str, LiteralString]]:

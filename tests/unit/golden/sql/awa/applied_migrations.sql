@@ -1,0 +1,1 @@
+SELECT version FROM awa_beat.schema_version ORDER BY version;

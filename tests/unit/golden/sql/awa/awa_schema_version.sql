@@ -1,0 +1,1 @@
+SELECT max(version) AS version FROM awa.schema_version;

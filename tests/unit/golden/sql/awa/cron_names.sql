@@ -1,0 +1,1 @@
+SELECT name FROM awa.cron_jobs;

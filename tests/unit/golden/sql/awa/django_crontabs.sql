@@ -1,0 +1,1 @@
+SELECT * FROM django_celery_beat_crontabschedule ORDER BY id;

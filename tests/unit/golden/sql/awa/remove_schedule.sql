@@ -1,0 +1,4 @@
+WITH gone AS (DELETE FROM awa.cron_jobs WHERE name = %(name)s RETURNING name),
+     unowned AS (DELETE FROM awa_beat.schedules WHERE name IN (SELECT name FROM gone)),
+     uncounted AS (DELETE FROM awa_beat.schedule_runs WHERE name IN (SELECT name FROM gone))
+SELECT count(*) AS removed FROM gone;

@@ -1,0 +1,2 @@
+SELECT username FROM awa_beat.web_sessions
+ WHERE id_digest = %(id_digest)s AND expires_at > now();

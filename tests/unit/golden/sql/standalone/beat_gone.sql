@@ -1,0 +1,1 @@
+DELETE FROM awa_beat.beats WHERE identity = %(identity)s;

@@ -1,0 +1,1 @@
+SELECT DISTINCT deployment FROM awa_beat.schedules ORDER BY deployment;

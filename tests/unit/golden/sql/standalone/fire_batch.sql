@@ -1,0 +1,108 @@
+WITH due AS (
+    SELECT * FROM unnest(%(names)b::text[], %(expected)b::timestamptz[],
+                         %(cursors)b::timestamptz[], %(counts)b::int[])
+                  AS d(name, expected, cursor, n)
+), fires AS (
+    SELECT * FROM unnest(%(fire_names)b::text[], %(fire_times)b::timestamptz[],
+                         %(fire_seqs)b::int[])
+                  WITH ORDINALITY AS f(name, fire_time, seq, ord)
+), limits AS (
+    -- Runs left to the schedules with a run limit (their marker ends in " runs=<n>";
+    -- the limited names are those the engine saw with one), read from the row itself.
+    SELECT c.name, greatest((regexp_match(c.cron_expr, ' runs=([0-9]+)$'))[1]::bigint
+                            - coalesce(r.runs, 0), 0) AS remaining
+      FROM awa.cron_jobs c LEFT JOIN awa_beat.schedule_runs r USING (name)
+     WHERE c.name = ANY(%(limited)b::text[]) AND c.cron_expr ~ '^@.* runs=[0-9]+$'
+), left_out AS (  -- outcomes: fires a coalesce left out (empty on most passes)
+    SELECT * FROM unnest(%(coalesced_names)b::text[], %(coalesced_first)b::timestamptz[],
+                         %(coalesced_last)b::timestamptz[], %(coalesced_counts)b::int[])
+                  AS l(name, first_time, last_time, count)
+), mark AS (
+    -- A limited schedule fires at most its remaining runs (its cursor then moves to
+    -- the last of them), and the fire that uses up its last run retires it: paused_at
+    -- and paused_by set. One with no run left is retired without a fire. Under
+    -- overlap=skip, an occurrence skipped still uses up a run.
+    UPDATE awa.cron_jobs c
+       SET last_enqueued_at = CASE
+               WHEN l.remaining IS NULL OR l.remaining >= due.n THEN due.cursor
+               WHEN l.remaining = 0 THEN c.last_enqueued_at
+               ELSE (SELECT f.fire_time FROM fires f
+                      WHERE f.name = due.name AND f.seq = l.remaining) END,
+           paused_at = CASE WHEN l.remaining <= due.n THEN now() ELSE c.paused_at END,
+           paused_by = CASE WHEN l.remaining <= due.n THEN %(retired_by)s::text ELSE c.paused_by END,
+           updated_at = now()
+      FROM due LEFT JOIN limits l USING (name)
+     WHERE c.name = due.name
+       AND c.name = ANY(%(names)b::text[])  -- an index probe per name, whatever the stats say
+       AND c.last_enqueued_at IS NOT DISTINCT FROM due.expected
+       AND c.paused_at IS NULL
+       AND c.priority BETWEEN 1 AND 4 AND c.max_attempts BETWEEN 1 AND 1000
+       AND length(c.kind) <= 200 AND length(c.queue) <= 200 AND cardinality(c.tags) <= 20
+       -- Time comes from the database: a beat whose clock runs ahead never dates a fire
+       -- (nor moves a cursor) past now() and the tolerance; see "ahead" below.
+       AND due.cursor <= now() + %(clock_tolerance)s::float8 * interval '1 second'
+    RETURNING c.name, c.kind, c.queue, c.args, c.priority, c.max_attempts, c.tags, c.metadata,
+              least(due.n, coalesce(l.remaining, due.n)) AS allowed,
+              l.remaining IS NOT NULL AS limited,
+              -- outcomes: an overlap=skip schedule (guarded), and whether its last run
+              -- has not finished (blocked)
+              (c.metadata -> 'awa_beat' ->> 'overlap') IS NOT DISTINCT FROM 'skip' AS guarded,
+              (coalesce((c.metadata -> 'awa_beat' ->> 'overlap') = 'skip', false) AND EXISTS (
+                SELECT FROM awa_beat.last_runs r
+                  LEFT JOIN awa_beat.outcomes o
+                         ON o.schedule = r.name AND o.fire_time = r.fire_time
+                  LEFT JOIN awa.jobs j
+                         ON j.id = r.job_id
+                        AND (c.metadata -> 'celery' ->> 'dispatch') IS DISTINCT FROM 'celery'
+                 WHERE r.name = c.name
+                   AND coalesce(o.started_at, r.fired_at) > now()
+                       - (c.metadata -> 'awa_beat' ->> 'max_runtime')::float8 * interval '1 s'
+                   AND CASE WHEN (c.metadata -> 'celery' ->> 'dispatch') = 'celery'
+                            THEN o.state IS NULL OR o.state IN ('started', 'retried')
+                            ELSE j.state::text IN ('scheduled', 'available', 'running',
+                                                   'retryable', 'waiting_external') END
+              )) AS blocked
+), counted AS (
+    INSERT INTO awa_beat.schedule_runs AS r (name, runs)
+    SELECT name, allowed FROM mark WHERE limited AND allowed > 0
+    ON CONFLICT (name) DO UPDATE SET runs = r.runs + EXCLUDED.runs
+), skipped AS (  -- outcomes: under overlap=skip a blocked schedule, and all but the
+                 -- first fire of one statement, fire nothing (the inserts' complement)
+    SELECT m.name, f.fire_time
+      FROM mark m JOIN fires f ON f.name = m.name AND f.seq <= m.allowed
+     WHERE m.guarded AND (m.blocked OR f.seq > 1)
+), inserted AS (
+    INSERT INTO awa.jobs (kind, queue, args, state, priority, max_attempts, metadata, tags)
+    SELECT m.kind, m.queue, m.args, 'available', m.priority, m.max_attempts,
+           m.metadata || jsonb_build_object('cron_name', m.name, 'cron_fire_time', f.fire_time::text),
+           m.tags
+      FROM mark m JOIN fires f ON f.name = m.name AND f.seq <= m.allowed
+     WHERE NOT (m.guarded AND (m.blocked OR f.seq > 1))
+     ORDER BY f.fire_time, f.ord
+    RETURNING id, metadata ->> 'cron_name' AS name, metadata ->> 'cron_fire_time' AS fire_time
+), guards AS MATERIALIZED (  -- outcomes: read mark once; usually no row
+    SELECT name FROM mark WHERE guarded
+), ran AS (  -- outcomes: the run an overlap policy waits for
+    INSERT INTO awa_beat.last_runs AS r (name, fire_time, job_id)
+    SELECT DISTINCT ON (i.name) i.name, i.fire_time, i.id
+      FROM inserted i JOIN guards g ON g.name = i.name
+     ORDER BY i.name, i.fire_time DESC
+    ON CONFLICT (name) DO UPDATE
+       SET fire_time = EXCLUDED.fire_time, job_id = EXCLUDED.job_id, fired_at = now()
+), skips AS (  -- outcomes
+    INSERT INTO awa_beat.occurrences (schedule, kind, fire_time, reason)
+    SELECT name, 'skipped', fire_time, 'overlap: the previous run had not finished'
+      FROM skipped
+), coalesced AS (  -- outcomes
+    INSERT INTO awa_beat.occurrences (schedule, kind, fire_time, last_fire_time, count, reason)
+    SELECT l.name, 'coalesced', l.first_time, l.last_time, l.count,
+           'coalesce: fires missed while beat was down or the schedule paused'
+      FROM left_out l JOIN mark m ON m.name = l.name
+)
+SELECT id, name, fire_time, now() AS updated_at FROM inserted
+UNION ALL  -- outcomes: skipped fires come back with no job id
+SELECT NULL, name, fire_time::text, now() FROM skipped
+UNION ALL  -- schedules not fired because their fire time is ahead of the database's
+           -- clock: no job id and no fire time (the host's clock is fast)
+SELECT NULL, name, NULL, now() FROM due
+ WHERE cursor > now() + %(clock_tolerance)s::float8 * interval '1 second';

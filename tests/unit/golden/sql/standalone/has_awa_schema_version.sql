@@ -1,0 +1,1 @@
+SELECT to_regclass('awa.schema_version') IS NOT NULL AS present;

@@ -1,0 +1,3 @@
+UPDATE awa.cron_jobs SET paused_at = NULL, paused_by = NULL, updated_at = now()
+ WHERE name = %(name)s
+RETURNING name;

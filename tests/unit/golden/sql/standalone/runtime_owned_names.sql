@@ -1,0 +1,3 @@
+SELECT name FROM awa_beat.schedules
+ WHERE owner = 'runtime' AND name = ANY(%(names)b::text[])
+ ORDER BY name;
