@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import argparse
 import compileall
-import math
 import os
-import statistics
 import subprocess
 import sys
-from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
 import psycopg
+from common import pct, summary  # noqa: F401 - the scripts take them from here
 
 from awa_beat._testing import terminate, wait_for  # noqa: F401 - the scripts take it from here
 
@@ -115,20 +113,6 @@ def duplicates(conn: psycopg.Connection) -> list[tuple[str, str, int]]:
         "SELECT metadata ->> 'cron_name', metadata ->> 'cron_fire_time', count(*)"
         " FROM awa.jobs WHERE metadata ? 'cron_fire_time' GROUP BY 1, 2"
         " HAVING count(*) > 1 ORDER BY 1, 2").fetchall()
-
-
-def pct(values: Sequence[float], q: float) -> float:
-    """The q-th percentile (nearest rank) of ``values``."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[max(1, math.ceil(len(ordered) * q / 100)) - 1]
-
-
-def summary(values: Sequence[float]) -> dict[str, float]:
-    return {"n": len(values), "p50": pct(values, 50), "p90": pct(values, 90),
-            "p99": pct(values, 99), "max": max(values, default=float("nan")),
-            "mean": statistics.fmean(values) if values else float("nan")}
 
 
 def add_beat_options(parser: argparse.ArgumentParser, *, schedule: str) -> None:

@@ -113,7 +113,7 @@ def _filter(app: Dashboard, query: Mapping[str, str]) -> tuple[ScheduleFilter, d
     # '~runtime' and '~none' cannot clash with a deployment's name in the select. A
     # deployment's rows include the runtime ones written through it (shown "runtime via"):
     # narrowing them to owner 'config' as well slowed the deep owner pages in
-    # benchmarks/bench_web.py.
+    # benchmarks/web/bench_web.py.
     if owner == "~runtime":
         deployment, owned_by = None, "runtime"
     elif owner == "~none":

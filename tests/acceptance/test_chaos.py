@@ -1,4 +1,4 @@
-"""The chaos harness's short form (benchmarks/chaos.py --short): three real beat
+"""The chaos harness's short form (benchmarks/chaos/chaos.py --short): three real beat
 replicas and a real worker through a SIGKILL of the leader and a broker reset, then
 every corruption injected into the run's own table and record, each caught."""
 
@@ -38,10 +38,11 @@ def test_short_chaos_run(tmp_path: Path) -> None:
     reason = missing()
     if reason:
         pytest.skip(reason)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    # The harness records its run in AWA_BENCH_RESULTS, kept out of the checkout here.
+    env = {**os.environ, "AWA_BENCH_RESULTS": str(tmp_path), "PYTHONPATH": os.pathsep.join(
         [str(ROOT), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "chaos.py"), "--short", "--json",
+        [sys.executable, str(ROOT / "benchmarks" / "chaos" / "chaos.py"), "--short", "--json",
          "--inject", "all", "--logs", str(tmp_path)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert proc.stdout.strip(), f"no report (exit {proc.returncode}):\n{proc.stderr[-4000:]}"

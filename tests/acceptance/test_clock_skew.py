@@ -34,7 +34,7 @@ from awa_beat.web._app import Dashboard
 from tests.acceptance.test_beat_processes import fires, leader_pid
 from tests.acceptance.test_observability import get
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "chaos"))
 
 from chaosinfra import free_port
 

@@ -24,7 +24,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from awa_beat._testing import terminate, wait_for
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "chaos"))
 
 from chaosinfra import BrokerProxy, free_port  # a plain TCP proxy
 

@@ -1,4 +1,4 @@
-"""The chaos harness's checks (benchmarks/chaoscheck.py) each fail on the corruption
+"""The chaos harness's checks (benchmarks/chaos/chaoscheck.py) each fail on the corruption
 meant for them, and pass on a clean run: no database, broker or process needed."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "chaos"))
 
 import chaoscheck as cc
 

@@ -1,6 +1,6 @@
 """Cost of an evaluation pass with 100,000 schedules stored and none due.
 
-    python benchmarks/bench_pass.py [--n 100000] [--passes 1000] [--step 0.01]
+    python benchmarks/engine/bench_pass.py [--n 100000] [--passes 1000] [--step 0.01]
                                     [--layouts standalone,awa] [--scenarios synced,spread]
 
 For each layout (standalone; awa.jobs migrated by awa-pg) and each scenario, N schedules
@@ -60,6 +60,8 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import common
 
 from awa_beat._db.sql import queries
 from awa_beat._db.store import Store, connect
@@ -489,4 +491,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

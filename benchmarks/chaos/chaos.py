@@ -1,13 +1,13 @@
 """Chaos harness: real beat replicas and a real worker under injected faults.
 
-    python benchmarks/chaos.py [--faults sigkill,sigstop,...] [--fault-seconds 20]
+    python benchmarks/chaos/chaos.py [--faults sigkill,sigstop,...] [--fault-seconds 20]
                                [--short] [--json] [--inject KIND,...] [--self-test]
                                [--at-most-once]
 
 Starts a private PostgreSQL cluster, ``--replicas`` `celery beat -S awa_beat.Scheduler`
 processes (each in a network namespace of its own when the partition fault is run),
 dispatching to RabbitMQ through a TCP proxy, and one `celery worker` (straight to
-RabbitMQ) that records every task it runs. benchmarks/chaosapp.py has the schedules:
+RabbitMQ) that records every task it runs. benchmarks/chaos/chaosapp.py has the schedules:
 one every second (coalesce) and two every 2 and 3 s (catch_up). Then it injects the
 faults one after another, each followed by a wait for recovery and a few quiet seconds.
 At the end it pauses the schedules, waits for the worker to run everything fired, stops
@@ -41,10 +41,11 @@ from urllib.parse import urlsplit
 import psycopg
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path[:0] = [str(ROOT), str(HERE)]
+ROOT = HERE.parents[1]
+sys.path[:0] = [str(ROOT), str(HERE), str(HERE.parent)]
 
 import chaoscheck as cc  # noqa: E402
+import common  # noqa: E402
 from chaosapp import SCHEDULES  # noqa: E402
 from chaosinfra import (  # noqa: E402
     BrokerProxy,
@@ -767,8 +768,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if out["pass"] else 1
 
 
-if __name__ == "__main__":
+def main_or_error() -> int | str:
+    """Run :func:`main`, and turn a failure of the harness's own infrastructure into the
+    one-line error that ends the process."""
     try:
-        sys.exit(main())
+        return main()
     except InfraError as exc:
-        sys.exit(f"error: {exc}")
+        return f"error: {exc}"
+
+
+if __name__ == "__main__":
+    common.run(main_or_error)

@@ -1,4 +1,4 @@
-"""What benchmarks/chaos.py injects faults into: a private PostgreSQL cluster, network
+"""What benchmarks/chaos/chaos.py injects faults into: a private PostgreSQL cluster, network
 namespaces for the beat replicas, and a TCP proxy in front of the broker.
 
 * :class:`PrivateCluster`: a PostgreSQL cluster of its own (``initdb`` in a temporary

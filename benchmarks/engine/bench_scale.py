@@ -1,6 +1,6 @@
 """One leader with N schedules stored: start-up, memory, a steady window and failover.
 
-    python benchmarks/bench_scale.py [--sizes 100000,1000000] [--calendars daily]
+    python benchmarks/engine/bench_scale.py [--sizes 100000,1000000] [--calendars daily]
                                      [--steady-seconds 120] [--trials 5] [--replicas 3]
 
 For each N, on a fresh standalone database: N rows are written straight into
@@ -51,6 +51,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import common
 from beatprocs import Beats, as_installed, cpu_seconds, duplicates, leader_pid, pct, wait_for
 
 from awa_beat import Schedules
@@ -301,4 +302,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

@@ -1,6 +1,6 @@
 """What the metrics endpoint costs: scrape time with a large table, and idle CPU.
 
-    python benchmarks/bench_metrics.py [--schedules 100000] [--scrapes 300]
+    python benchmarks/process/bench_metrics.py [--schedules 100000] [--scrapes 300]
                                        [--idle-schedules 10000] [--seconds 60]
                                        [--scrape-interval 15]
 
@@ -35,13 +35,14 @@ import time
 import urllib.request
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "chaos"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import common
 from beatprocs import Beats, cpu_seconds, pct, wait_for
 from chaosinfra import free_port
 
 from awa_beat._db.store import connect
-from awa_beat._testing import TempDatabases, server_url
 
 LIMIT_MS = 50.0
 
@@ -99,63 +100,61 @@ def main() -> None:
     parser.add_argument("--logs", help="keep the beat logs in this folder")
     args = parser.parse_args()
 
-    with server_url() as server, tempfile.TemporaryDirectory(prefix="awabeat-metrics-") as tmp:
+    with (tempfile.TemporaryDirectory(prefix="awabeat-metrics-") as tmp,
+
+          common.databases(f"awabeat_metrics{os.getpid()}") as dbs):
         logs = Path(args.logs or tmp)
         logs.mkdir(parents=True, exist_ok=True)
-        dbs = TempDatabases(server, prefix=f"awabeat_metrics{os.getpid()}")
+        idle_url = dbs.fresh("standalone")
+        idle_env = {"LAGAPP_SCHEDULE": "", "LAGAPP_BACKGROUND": str(args.idle_schedules)}
+        print(f"idle leader, {args.idle_schedules:,} schedules stored, "
+              f"{args.seconds:.0f} s per CPU measurement", flush=True)
+        off = Beats(idle_url, logs, idle_env)
         try:
-            idle_url = dbs.fresh("standalone")
-            idle_env = {"LAGAPP_SCHEDULE": "", "LAGAPP_BACKGROUND": str(args.idle_schedules)}
-            print(f"idle leader, {args.idle_schedules:,} schedules stored, "
-                  f"{args.seconds:.0f} s per CPU measurement", flush=True)
-            off = Beats(idle_url, logs, idle_env)
-            try:
-                pid = start_leader(off, idle_url)
-                time.sleep(args.settle)
-                cpu_off = idle_cpu(pid, args.seconds)
-            finally:
-                off.stop_all()
-            print(f"  endpoint off:                 {cpu_off:.4f} CPU s/min", flush=True)
-            port = free_port()
-            on = Beats(idle_url, logs, {**idle_env, "AWA_BEAT_HTTP_PORT": str(port)})
-            metrics = f"http://127.0.0.1:{port}/metrics"
-            try:
-                pid = start_leader(on, idle_url)
-                time.sleep(args.settle)
-                cpu_on = idle_cpu(pid, args.seconds)
-                print(f"  endpoint on, not scraped:     {cpu_on:.4f} CPU s/min", flush=True)
-                cpu_scraped = idle_cpu(pid, args.seconds, metrics, args.scrape_interval)
-                print(f"  scraped every {args.scrape_interval:g} s:          "
-                      f"{cpu_scraped:.4f} CPU s/min", flush=True)
-            finally:
-                on.stop_all()
-
-            url = dbs.fresh("standalone")
-            env = {"LAGAPP_SCHEDULE": "", "LAGAPP_BACKGROUND": str(args.schedules),
-                   "AWA_BEAT_HTTP_PORT": str(port)}
-            print(f"idle leader, {args.schedules:,} schedules stored", flush=True)
-            big = Beats(url, logs, env)
-            try:
-                pid = start_leader(big, url)
-                time.sleep(args.settle)
-                times, size = [], 0
-                for _ in range(args.scrapes):
-                    ms, size = scrape(metrics)
-                    times.append(ms)
-                    time.sleep(0.1)
-                cpu_big = idle_cpu(pid, args.seconds, metrics, args.scrape_interval)
-            finally:
-                big.stop_all()
-            p50, p99, worst = pct(times, 50), pct(times, 99), max(times)
-            verdict = "met" if p99 <= LIMIT_MS else "NOT met"
-            print(f"  scrape of /metrics ({size:,} bytes), {len(times)} scrapes: "
-                  f"p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {worst:.1f} ms; "
-                  f"target p99 <= {LIMIT_MS:.0f} ms: {verdict}")
-            print(f"  CPU, scraped every {args.scrape_interval:g} s:     "
-                  f"{cpu_big:.4f} CPU s/min (periodic re-sync and reload included)")
+            pid = start_leader(off, idle_url)
+            time.sleep(args.settle)
+            cpu_off = idle_cpu(pid, args.seconds)
         finally:
-            dbs.close()
+            off.stop_all()
+        print(f"  endpoint off:                 {cpu_off:.4f} CPU s/min", flush=True)
+        port = free_port()
+        on = Beats(idle_url, logs, {**idle_env, "AWA_BEAT_HTTP_PORT": str(port)})
+        metrics = f"http://127.0.0.1:{port}/metrics"
+        try:
+            pid = start_leader(on, idle_url)
+            time.sleep(args.settle)
+            cpu_on = idle_cpu(pid, args.seconds)
+            print(f"  endpoint on, not scraped:     {cpu_on:.4f} CPU s/min", flush=True)
+            cpu_scraped = idle_cpu(pid, args.seconds, metrics, args.scrape_interval)
+            print(f"  scraped every {args.scrape_interval:g} s:          "
+                  f"{cpu_scraped:.4f} CPU s/min", flush=True)
+        finally:
+            on.stop_all()
+
+        url = dbs.fresh("standalone")
+        env = {"LAGAPP_SCHEDULE": "", "LAGAPP_BACKGROUND": str(args.schedules),
+               "AWA_BEAT_HTTP_PORT": str(port)}
+        print(f"idle leader, {args.schedules:,} schedules stored", flush=True)
+        big = Beats(url, logs, env)
+        try:
+            pid = start_leader(big, url)
+            time.sleep(args.settle)
+            times, size = [], 0
+            for _ in range(args.scrapes):
+                ms, size = scrape(metrics)
+                times.append(ms)
+                time.sleep(0.1)
+            cpu_big = idle_cpu(pid, args.seconds, metrics, args.scrape_interval)
+        finally:
+            big.stop_all()
+        p50, p99, worst = pct(times, 50), pct(times, 99), max(times)
+        verdict = "met" if p99 <= LIMIT_MS else "NOT met"
+        print(f"  scrape of /metrics ({size:,} bytes), {len(times)} scrapes: "
+              f"p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {worst:.1f} ms; "
+              f"target p99 <= {LIMIT_MS:.0f} ms: {verdict}")
+        print(f"  CPU, scraped every {args.scrape_interval:g} s:     "
+              f"{cpu_big:.4f} CPU s/min (periodic re-sync and reload included)")
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

@@ -1,6 +1,6 @@
 """Fire times of awa-beat's crontabs against Celery's own crontab objects, over 2027.
 
-    python benchmarks/crontab_parity.py [--random 500] [--seed 40] [--cap 400]
+    python benchmarks/parity/crontab_parity.py [--random 500] [--seed 40] [--cap 400]
 
 Crontabs: a corpus of realistic ones (the kind real projects' beat_schedules hold, some
 taken from PostHog's and others' public beat schedules) and ``--random`` random ones
@@ -27,9 +27,14 @@ import random
 import sys
 import time
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from celery.schedules import crontab
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import common
 
 from awa_beat._schedules.fire_times import calendar_for, fires_between
 from awa_beat._schedules.markers import is_marker
@@ -208,4 +213,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

@@ -1,4 +1,4 @@
-"""The Celery app of benchmarks/chaos.py: beat replicas publish, one worker records.
+"""The Celery app of benchmarks/chaos/chaos.py: beat replicas publish, one worker records.
 
 Configured from the environment, as in a container:
 

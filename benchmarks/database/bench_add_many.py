@@ -1,6 +1,6 @@
 """Schedules.add_many: N schedules added at run time, validation and writes included.
 
-    python benchmarks/bench_add_many.py [--n 10000] [--repeat 3] [--layouts standalone,awa]
+    python benchmarks/database/bench_add_many.py [--n 10000] [--repeat 3] [--layouts standalone,awa]
 
 Each measurement is one ``Schedules.add_many`` call of N new entries (crontabs and
 intervals, args, kwargs, options), end to end: validation as a beat_schedule, the
@@ -15,16 +15,18 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
-from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import psycopg
 from celery.schedules import crontab
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import common
+
 from awa_beat import Schedules
 from awa_beat._config import Settings
-from awa_beat._testing import TempDatabases, server_url
 
 TARGET_SECONDS = 2.0
 TARGET_N = 10_000
@@ -44,15 +46,6 @@ def entries(n: int, prefix: str, hour: int = 3) -> dict[str, dict[str, Any]]:
     }
 
 
-def measure(repeat: int, func: Callable[[int], object]) -> list[float]:
-    times = []
-    for attempt in range(repeat):
-        start = time.perf_counter()
-        func(attempt)
-        times.append(time.perf_counter() - start)
-    return times
-
-
 def line(label: str, times: list[float]) -> float:
     median = statistics.median(times)
     print(f"  {label:<40} median {median:6.3f} s   best {min(times):6.3f} s", flush=True)
@@ -63,10 +56,10 @@ def run_layout(url: str, n: int, repeat: int) -> float:
     """The three measurements on one database; the median of the first."""
     with Schedules(url, settings=Settings(deployment="bench")) as schedules:
         batches = [entries(n, f"a{k}") for k in range(repeat)]
-        added = line("new names", measure(repeat, lambda k: schedules.add_many(batches[k])))
+        added = line("new names", common.measure(repeat, lambda k: schedules.add_many(batches[k])))
         changed = entries(n, "a0", hour=4)
         line("replace=True, every row existing",
-             measure(repeat, lambda k: schedules.add_many(changed, replace=True)))
+             common.measure(repeat, lambda k: schedules.add_many(changed, replace=True)))
         joined = [entries(n, f"j{k}") for k in range(repeat)]
         with psycopg.connect(url) as conn:
 
@@ -74,7 +67,7 @@ def run_layout(url: str, n: int, repeat: int) -> float:
                 schedules.add_many(joined[k], conn=conn)
                 conn.commit()
 
-            line("new names, on the caller's transaction", measure(repeat, in_transaction))
+            line("new names, on the caller's transaction", common.measure(repeat, in_transaction))
     return added
 
 
@@ -87,20 +80,16 @@ def main() -> int:
     n = args.n
     limit = TARGET_SECONDS * n / TARGET_N
     met = True
-    with server_url() as server:
-        dbs = TempDatabases(server, prefix="awabeat_bench")
-        try:
-            for layout in args.layouts.split(","):
-                print(f"-- {layout}: add_many of {n:,} schedules")
-                added = run_layout(dbs.fresh(layout), n, args.repeat)
-                ok = added <= limit
-                met = met and ok
-                print(f"  target: {n:,} new in at most {limit:.1f} s: "
-                      f"{'met' if ok else 'NOT met'} ({added:.3f} s)")
-        finally:
-            dbs.close()
+    with common.databases("awabeat_bench") as dbs:
+        for layout in args.layouts.split(","):
+            print(f"-- {layout}: add_many of {n:,} schedules")
+            added = run_layout(dbs.fresh(layout), n, args.repeat)
+            ok = added <= limit
+            met = met and ok
+            print(f"  target: {n:,} new in at most {limit:.1f} s: "
+                  f"{'met' if ok else 'NOT met'} ({added:.3f} s)")
     return 0 if met else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    common.run(main)

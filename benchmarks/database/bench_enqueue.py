@@ -1,7 +1,7 @@
 """Batched atomic enqueue: fires per second with N schedules due in one pass.
 
-    python benchmarks/bench_enqueue.py [--sizes 1000,10000,100000] [--repeat 3]
-    python benchmarks/bench_enqueue.py --against REV [--sizes 10000] [--repeat 10]
+    python benchmarks/database/bench_enqueue.py [--sizes 1000,10000,100000] [--repeat 3]
+    python benchmarks/database/bench_enqueue.py --against REV [--sizes 10000] [--repeat 10]
 
 Runs on both layouts (standalone awa.jobs table; awa.jobs migrated by awa-pg 0.6.9),
 on the server awa_beat._testing.server_url() finds, in throw-away databases. Each
@@ -26,10 +26,13 @@ from pathlib import Path
 
 from psycopg import Connection
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import common
+
 from awa_beat._db.records import FireRequest
 from awa_beat._db.sql import parse_queries
 from awa_beat._db.store import Store, connect, fire_params, fire_query
-from awa_beat._testing import TempDatabases, server_url
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
 
@@ -72,8 +75,7 @@ def measure(url: str, n: int, repeat: int) -> list[float]:
 
 def statement_at(rev: str, awa_owned: bool) -> str:
     """The fire statement of ``rev``'s queries.sql, for the layout."""
-    root = Path(__file__).resolve().parent.parent
-    text = subprocess.run(["git", "show", f"{rev}:awa_beat/_db/sql/queries.sql"], cwd=root,
+    text = subprocess.run(["git", "show", f"{rev}:awa_beat/_db/sql/queries.sql"], cwd=common.ROOT,
                           check=True, capture_output=True, text=True).stdout
     return parse_queries(text)["fire_batch_awa" if awa_owned else "fire_batch_standalone"]
 
@@ -118,24 +120,20 @@ def main() -> None:
         print(f"{'layout':<11} {'due':>8} {'this checkout':>14} {args.against:>14} {'ratio':>7}")
     else:
         print(f"{'layout':<11} {'due':>8} {'fires/s (median)':>17} {'best':>9}")
-    with server_url() as server:
-        dbs = TempDatabases(server, prefix="awabeat_bench")
-        try:
-            for layout in args.layouts.split(","):
-                for n in sizes:
-                    if args.against:
-                        ours, theirs = measure_pair(dbs.fresh(layout), n, args.repeat,
-                                                    args.against)
-                        a, b = statistics.median(ours), statistics.median(theirs)
-                        print(f"{layout:<11} {n:>8} {a:>14,.0f} {b:>14,.0f} {a / b:>6.2f}x",
-                              flush=True)
-                        continue
-                    rates = measure(dbs.fresh(layout), n, args.repeat)
-                    print(f"{layout:<11} {n:>8} {statistics.median(rates):>17,.0f} "
-                          f"{max(rates):>9,.0f}", flush=True)
-        finally:
-            dbs.close()
+    with common.databases("awabeat_bench") as dbs:
+        for layout in args.layouts.split(","):
+            for n in sizes:
+                if args.against:
+                    ours, theirs = measure_pair(dbs.fresh(layout), n, args.repeat,
+                                                args.against)
+                    a, b = statistics.median(ours), statistics.median(theirs)
+                    print(f"{layout:<11} {n:>8} {a:>14,.0f} {b:>14,.0f} {a / b:>6.2f}x",
+                          flush=True)
+                    continue
+                rates = measure(dbs.fresh(layout), n, args.repeat)
+                print(f"{layout:<11} {n:>8} {statistics.median(rates):>17,.0f} "
+                      f"{max(rates):>9,.0f}", flush=True)
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

@@ -1,6 +1,6 @@
 """A beat's start-up with N entries in beat_schedule, step by step, in a fresh process.
 
-    python benchmarks/bench_startup.py [--entries 100000] [--runs 2]
+    python benchmarks/process/bench_startup.py [--entries 100000] [--runs 2]
 
 The peer harness's start-up workload (benchmarks/peers/peerapp.py, peer ``awa``): N
 entries sharing one calendar, none due for a day, plus a probe whose cursor is two days
@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 T0 = time.perf_counter()
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE / "peers"), str(HERE.parent)]
+BENCHMARKS = Path(__file__).resolve().parents[1]
+# The peers' app and the repository root come first: the child gets them as its PYTHONPATH.
+sys.path[:0] = [str(BENCHMARKS / "peers"), str(BENCHMARKS.parent), str(BENCHMARKS)]
 
 
 def memory() -> str:
@@ -94,32 +95,29 @@ def main() -> None:
     args = parser.parse_args()
     from beatprocs import as_installed
 
-    from awa_beat._testing import TempDatabases, server_url
 
     as_installed()
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path[:2])}
-    with server_url() as server:
-        dbs = TempDatabases(server, prefix=f"awabeat_startup{os.getpid()}")
-        try:
-            url = dbs.fresh("standalone")
-            cfg = {"peer": "awa", "n": args.entries, "broker": args.broker,
-                   "queue": "bench-startup", "probe_queue": "bench-startup-probe",
-                   "due": math.ceil(time.time() + 86400), "db_url": url,
-                   "conf": {"awa_beat_database_url": url}}
-            subprocess.run([sys.executable, "-c", "import json, sys, peerapp; "
-                            "cfg = json.loads(sys.argv[1]); "
-                            "peerapp.prepare(peerapp.build(cfg), cfg)", json.dumps(cfg)],
+    with common.databases(f"awabeat_startup{os.getpid()}") as dbs:
+        url = dbs.fresh("standalone")
+        cfg = {"peer": "awa", "n": args.entries, "broker": args.broker,
+               "queue": "bench-startup", "probe_queue": "bench-startup-probe",
+               "due": math.ceil(time.time() + 86400), "db_url": url,
+               "conf": {"awa_beat_database_url": url}}
+        subprocess.run([sys.executable, "-c", "import json, sys, peerapp; "
+                        "cfg = json.loads(sys.argv[1]); "
+                        "peerapp.prepare(peerapp.build(cfg), cfg)", json.dumps(cfg)],
+                       check=True, env=env)
+        for run in range(args.runs):
+            print(f"\nrun {run + 1}, {args.entries:,} entries\n")
+            print("| step | since process start | step took | RSS / peak RSS after |")
+            print("|---|---|---|---|", flush=True)
+            subprocess.run([sys.executable, __file__, "--one", json.dumps(cfg)],
                            check=True, env=env)
-            for run in range(args.runs):
-                print(f"\nrun {run + 1}, {args.entries:,} entries\n")
-                print("| step | since process start | step took | RSS / peak RSS after |")
-                print("|---|---|---|---|", flush=True)
-                subprocess.run([sys.executable, __file__, "--one", json.dumps(cfg)],
-                               check=True, env=env)
-        finally:
-            dbs.close()
 
 
 if __name__ == "__main__":
-    main()
+    import common
+
+    common.run(main)

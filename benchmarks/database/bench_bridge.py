@@ -1,6 +1,6 @@
 """Celery dispatch bridge throughput: N schedules due in the same second, to RabbitMQ.
 
-    python benchmarks/bench_bridge.py [--n 10000] [--repeat 3] [--broker amqp://...]
+    python benchmarks/database/bench_bridge.py [--n 10000] [--repeat 3] [--broker amqp://...]
 
 Each round fires N schedules in one batch, then times Bridge.drain() until every job
 is published with the broker's confirmation (persistent messages, publisher confirms)
@@ -13,18 +13,23 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 import uuid
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 from celery import Celery
 from kombu import Connection
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import common
 
 from awa_beat._bridge import Bridge
 from awa_beat._db.records import FireRequest
 from awa_beat._db.store import Store, connect
 from awa_beat._schedules.spec import spec_from_entry
-from awa_beat._testing import TempDatabases, server_url
 
 
 def main() -> None:
@@ -37,36 +42,31 @@ def main() -> None:
     app = Celery("bench", set_as_current=False)
     app.conf.update(broker_url=args.broker, result_expires=None, task_default_queue=queue)
     n = args.n
-    with server_url() as server:
-        dbs = TempDatabases(server, prefix="awabeat_bench")
-        try:
-            with Store(dbs.fresh("standalone")) as store:
-                rows = [spec_from_entry(f"s{i:06d}", {
-                    "task": "bench.tick", "schedule": 60, "args": [i], "kwargs": {"k": "v"},
-                    "options": {"expires": 600, "awa_beat": {"dispatch": "celery"}},
-                }).row("bench") for i in range(n)]
-                store.sync(rows, deployment="bench")
-                admin = connect(store.conninfo)
-                rates, totals = [], []
-                for r in range(args.repeat):
-                    cursor = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(
-                        minutes=args.repeat - r + 1)
-                    admin.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s", (cursor,))
-                    bridge = Bridge(app, store, deployment="bench", budget=600)
-                    bridge._publisher.open()  # connect outside the timing
-                    fire = cursor + timedelta(seconds=30)
-                    start = time.perf_counter()
-                    store.fire([FireRequest(f"s{i:06d}", cursor, [fire]) for i in range(n)])
-                    fired = time.perf_counter()
-                    published = bridge.drain()
-                    done = time.perf_counter()
-                    bridge.close()
-                    assert published == n, published
-                    rates.append(n / (done - fired))
-                    totals.append(done - start)
-                admin.close()
-        finally:
-            dbs.close()
+    with common.databases("awabeat_bench") as dbs, Store(dbs.fresh("standalone")) as store:
+        rows = [spec_from_entry(f"s{i:06d}", {
+            "task": "bench.tick", "schedule": 60, "args": [i], "kwargs": {"k": "v"},
+            "options": {"expires": 600, "awa_beat": {"dispatch": "celery"}},
+        }).row("bench") for i in range(n)]
+        store.sync(rows, deployment="bench")
+        admin = connect(store.conninfo)
+        rates, totals = [], []
+        for r in range(args.repeat):
+            cursor = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(
+                minutes=args.repeat - r + 1)
+            admin.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s", (cursor,))
+            bridge = Bridge(app, store, deployment="bench", budget=600)
+            bridge._publisher.open()  # connect outside the timing
+            fire = cursor + timedelta(seconds=30)
+            start = time.perf_counter()
+            store.fire([FireRequest(f"s{i:06d}", cursor, [fire]) for i in range(n)])
+            fired = time.perf_counter()
+            published = bridge.drain()
+            done = time.perf_counter()
+            bridge.close()
+            assert published == n, published
+            rates.append(n / (done - fired))
+            totals.append(done - start)
+        admin.close()
     baseline = celery_send_task_rate(app, min(n, 5000))
     with Connection(args.broker) as conn:
         conn.default_channel.queue_delete(queue)
@@ -88,4 +88,4 @@ def celery_send_task_rate(app: Celery, n: int) -> float:
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

@@ -6,7 +6,7 @@ database: the write (``Store.sync`` of the entries, or one ``Schedules.add_many`
 in a child process ``Engine.load()`` (time, RSS growth) and passes with nothing due (CPU
 per pass). It prints both and their ratio (runtime / config); a ratio near 1 is the goal.
 
-    python benchmarks/bench_runtime_rows.py [--n 100000] [--passes 300]
+    python benchmarks/database/bench_runtime_rows.py [--n 100000] [--passes 300]
 """
 
 from __future__ import annotations
@@ -19,8 +19,11 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import common
 
 from awa_beat import Schedules
 from awa_beat._beat.node import encode_batches
@@ -116,4 +119,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

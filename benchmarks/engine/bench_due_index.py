@@ -1,6 +1,6 @@
 """The costs of a due index kept in PostgreSQL, a design proposed, not built.
 
-    python benchmarks/bench_due_index.py [--n 1000000] [--calendars distinct]
+    python benchmarks/engine/bench_due_index.py [--n 1000000] [--calendars distinct]
                                          [--horizons 1,5,15]
 
 The engine holds every row in memory. With every row's calendar its own (bench_scale's
@@ -31,13 +31,13 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import psycopg
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from bench_scale import EXPRESSIONS, fill
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import common
+
 from awa_beat._schedules.fire_times import calendar_for, next_fire_after
-from awa_beat._testing import TempDatabases, server_url
 
 UTC = timezone.utc
 HORIZON_READ = (
@@ -78,47 +78,43 @@ def main() -> None:
     parser.add_argument("--calendars", default="distinct", choices=sorted(EXPRESSIONS))
     parser.add_argument("--horizons", default="1,5,15", help="minutes")
     args = parser.parse_args()
-    with server_url() as server:
-        dbs = TempDatabases(server, prefix="awabeat_dueidx")
-        try:
-            url = dbs.fresh("standalone")
+    with common.databases("awabeat_dueidx") as dbs:
+        url = dbs.fresh("standalone")
+        start = time.perf_counter()
+        fill(url, args.n, args.calendars)
+        print(f"{args.n:,} rows ({args.calendars}) written in "
+              f"{time.perf_counter() - start:.1f} s", file=sys.stderr)
+        with psycopg.connect(url, autocommit=True) as conn:
+            now = datetime.now(UTC)
             start = time.perf_counter()
-            fill(url, args.n, args.calendars)
-            print(f"{args.n:,} rows ({args.calendars}) written in "
-                  f"{time.perf_counter() - start:.1f} s", file=sys.stderr)
-            with psycopg.connect(url, autocommit=True) as conn:
-                now = datetime.now(UTC)
-                start = time.perf_counter()
-                dues, cpu = compute(conn, now)
-                computed = time.perf_counter() - start
-                start = time.perf_counter()
-                write(conn, dues)
-                written = time.perf_counter() - start
-                start = time.perf_counter()
-                conn.execute("CREATE INDEX schedules_next_due_idx"
-                             " ON awa_beat.schedules (next_due)")
-                conn.execute("VACUUM ANALYZE awa_beat.schedules")
-                indexed = time.perf_counter() - start
-                size = conn.execute("SELECT pg_relation_size("
-                                    "'awa_beat.schedules_next_due_idx')").fetchone()[0]
-                print(f"| figure | {args.n:,} rows, {args.calendars} calendars |")
-                print("|---|---|")
-                print(f"| next due instants computed | {computed:.1f} s ({cpu:.1f} s CPU, "
-                      f"{cpu / max(1, len(dues)) * 1e6:.0f} us a row) |")
-                print(f"| written (COPY + UPDATE) | {written:.1f} s |")
-                print(f"| index built | {indexed:.1f} s, {size / 1e6:.1f} MB |")
-                for minutes in (int(m) for m in args.horizons.split(",")):
-                    times, count = [], 0
-                    for _ in range(5):
-                        t = time.perf_counter()
-                        count = len(conn.execute(
-                            HORIZON_READ, (now + timedelta(minutes=minutes),)).fetchall())
-                        times.append(time.perf_counter() - t)
-                    print(f"| horizon of {minutes} min: rows, read (median of 5) | "
-                          f"{count:,}, {statistics.median(times) * 1000:.1f} ms |")
-        finally:
-            dbs.close()
+            dues, cpu = compute(conn, now)
+            computed = time.perf_counter() - start
+            start = time.perf_counter()
+            write(conn, dues)
+            written = time.perf_counter() - start
+            start = time.perf_counter()
+            conn.execute("CREATE INDEX schedules_next_due_idx"
+                         " ON awa_beat.schedules (next_due)")
+            conn.execute("VACUUM ANALYZE awa_beat.schedules")
+            indexed = time.perf_counter() - start
+            size = conn.execute("SELECT pg_relation_size("
+                                "'awa_beat.schedules_next_due_idx')").fetchone()[0]
+            print(f"| figure | {args.n:,} rows, {args.calendars} calendars |")
+            print("|---|---|")
+            print(f"| next due instants computed | {computed:.1f} s ({cpu:.1f} s CPU, "
+                  f"{cpu / max(1, len(dues)) * 1e6:.0f} us a row) |")
+            print(f"| written (COPY + UPDATE) | {written:.1f} s |")
+            print(f"| index built | {indexed:.1f} s, {size / 1e6:.1f} MB |")
+            for minutes in (int(m) for m in args.horizons.split(",")):
+                times, count = [], 0
+                for _ in range(5):
+                    t = time.perf_counter()
+                    count = len(conn.execute(
+                        HORIZON_READ, (now + timedelta(minutes=minutes),)).fetchall())
+                    times.append(time.perf_counter() - t)
+                print(f"| horizon of {minutes} min: rows, read (median of 5) | "
+                      f"{count:,}, {statistics.median(times) * 1000:.1f} ms |")
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

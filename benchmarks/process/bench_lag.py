@@ -1,6 +1,6 @@
 """Fire lag of one real `celery beat -S awa_beat.Scheduler` process.
 
-    python benchmarks/bench_lag.py [--duration 60] [--schedule 1:20,2:5,5:5]
+    python benchmarks/process/bench_lag.py [--duration 60] [--schedule 1:20,2:5,5:5]
                                    [--background 0] [--layout standalone]
 
 Starts one beat process (benchmarks/lagapp.py) on a throw-away database with the
@@ -31,10 +31,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import common
 from beatprocs import Beats, add_beat_options, duplicates, fires, summary, wait_for
 
 from awa_beat._db.store import connect
-from awa_beat._testing import TempDatabases, server_url
 
 UTC = timezone.utc
 
@@ -57,10 +57,11 @@ def main() -> None:
     args = parser.parse_args()
     periods = {int(p.split(":")[0]): int(p.split(":")[1]) for p in args.schedule.split(",")}
 
-    with server_url() as server, tempfile.TemporaryDirectory(prefix="awabeat-lag-") as tmp:
+    with (tempfile.TemporaryDirectory(prefix="awabeat-lag-") as tmp,
+
+          common.databases(f"awabeat_lag{os.getpid()}") as dbs):
         logs = Path(args.logs or tmp)
         logs.mkdir(parents=True, exist_ok=True)
-        dbs = TempDatabases(server, prefix=f"awabeat_lag{os.getpid()}")
         beats: Beats | None = None
         try:
             url = dbs.fresh(args.layout)
@@ -85,7 +86,6 @@ def main() -> None:
         finally:
             if beats is not None:
                 beats.stop_all()
-            dbs.close()
 
     by_period: dict[int, list[float]] = defaultdict(list)
     for name, fire_time, created_at in rows:
@@ -120,4 +120,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

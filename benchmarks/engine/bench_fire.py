@@ -1,6 +1,6 @@
 """CPU the engine spends working out a burst's fires, in-process, with no database.
 
-    python benchmarks/bench_fire.py [--n 20000] [--calendars shared|distinct]
+    python benchmarks/engine/bench_fire.py [--n 20000] [--calendars shared|distinct]
 
 N schedules in the in-memory store (``awa_beat._testing.MemoryStore``) are all due at
 once: daily at 12:00 in two zones (``shared``: what a burst of tenants at one instant
@@ -15,8 +15,14 @@ from __future__ import annotations
 
 import argparse
 import random
+import sys
 import time
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import common
 
 import awa_beat._engine.engine as engine_module
 from awa_beat._engine.engine import Engine
@@ -66,4 +72,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

@@ -1,6 +1,6 @@
 """Failover of real `celery beat -S awa_beat.Scheduler` replicas after a SIGKILL.
 
-    python benchmarks/bench_failover.py [--trials 20] [--replicas 3] [--election-interval S]
+    python benchmarks/process/bench_failover.py [--trials 20] [--replicas 3] [--election-interval S]
                                         [--schedule 1:1] [--background 0] [--replace at-kill]
                                         [--layout standalone]
 
@@ -44,6 +44,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import common
 from beatprocs import (
     Beats,
     add_beat_options,
@@ -56,7 +57,6 @@ from beatprocs import (
 )
 
 from awa_beat._db.store import connect
-from awa_beat._testing import TempDatabases, server_url
 
 UTC = timezone.utc
 
@@ -131,10 +131,10 @@ def main() -> None:
     interval = args.election_interval or 1.0
 
     results = []
-    with server_url() as server, tempfile.TemporaryDirectory(prefix="awabeat-fo-") as tmp:
+    with (tempfile.TemporaryDirectory(prefix="awabeat-fo-") as tmp,
+          common.databases(f"awabeat_fo{os.getpid()}") as dbs):
         logs = Path(args.logs or tmp)
         logs.mkdir(parents=True, exist_ok=True)
-        dbs = TempDatabases(server, prefix=f"awabeat_fo{os.getpid()}")
         beats: Beats | None = None
         try:
             url = dbs.fresh(args.layout)
@@ -168,7 +168,6 @@ def main() -> None:
         finally:
             if beats is not None:
                 beats.stop_all()
-            dbs.close()
 
     print(f"\nover {len(results)} SIGKILLs of the leader ({args.replicas} replicas, "
           f"election interval {interval} s, replacement started {args.replace}), ms")
@@ -197,4 +196,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

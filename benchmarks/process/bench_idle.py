@@ -1,6 +1,6 @@
 """CPU of an idle leader: one real `celery beat -S awa_beat.Scheduler` with nothing due.
 
-    python benchmarks/bench_idle.py [--background 10000] [--seconds 120]
+    python benchmarks/process/bench_idle.py [--background 10000] [--seconds 120]
                                     [--layouts standalone,awa]
 
 Per layout: starts one beat process (benchmarks/lagapp.py) with ``--background`` daily
@@ -26,10 +26,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import common
 from beatprocs import Beats, cpu_seconds, wait_for
 
 from awa_beat._db.store import connect
-from awa_beat._testing import TempDatabases, server_url
+from awa_beat._testing import TempDatabases
 
 
 def wakeups(pid: int) -> int:
@@ -79,21 +80,19 @@ def main() -> None:
     parser.add_argument("--logs", help="keep the beat logs in this folder (default: discarded)")
     args = parser.parse_args()
 
-    with server_url() as server, tempfile.TemporaryDirectory(prefix="awabeat-idle-") as tmp:
+    with (tempfile.TemporaryDirectory(prefix="awabeat-idle-") as tmp,
+
+          common.databases(f"awabeat_idle{os.getpid()}") as dbs):
         logs = Path(args.logs or tmp)
         logs.mkdir(parents=True, exist_ok=True)
-        dbs = TempDatabases(server, prefix=f"awabeat_idle{os.getpid()}")
-        try:
-            print(f"idle leader, {args.background:,} schedules stored, {args.seconds:.0f} s "
-                  "measured per layout")
-            print(f"{'layout':<12} {'refresh':<22} {'CPU s/min':>10} {'wake-ups/min':>13}")
-            for layout in args.layouts.split(","):
-                cpu, wakes = measure(dbs, layout, args, logs)
-                how = "on notification" if layout == "standalone" else "polled every second"
-                print(f"{layout:<12} {how:<22} {cpu:>10.4f} {wakes:>13.1f}", flush=True)
-        finally:
-            dbs.close()
+        print(f"idle leader, {args.background:,} schedules stored, {args.seconds:.0f} s "
+              "measured per layout")
+        print(f"{'layout':<12} {'refresh':<22} {'CPU s/min':>10} {'wake-ups/min':>13}")
+        for layout in args.layouts.split(","):
+            cpu, wakes = measure(dbs, layout, args, logs)
+            how = "on notification" if layout == "standalone" else "polled every second"
+            print(f"{layout:<12} {how:<22} {cpu:>10.4f} {wakes:>13.1f}", flush=True)
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

@@ -1,6 +1,6 @@
 """Sync of a large beat_schedule: validation, then one round trip to upsert it all.
 
-    python benchmarks/bench_sync.py [--n 100000]
+    python benchmarks/database/bench_sync.py [--n 100000]
 
 Prints the time to validate/convert N beat_schedule entries and to sync them to
 awa.cron_jobs: first sync (all inserts), an unchanged resync, and a resync where
@@ -10,14 +10,19 @@ every entry changed. Target: a sync of 100,000 specs in at most 3 s.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from celery.schedules import crontab
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import common
+
 from awa_beat._db.store import Store
 from awa_beat._schedules.spec import specs_from_beat_schedule
-from awa_beat._testing import TempDatabases, server_url
 
 
 def beat_schedule(n: int, hour: int) -> dict:
@@ -50,19 +55,15 @@ def main() -> None:
     specs = timed(f"validate + convert {n:,} entries", lambda: specs_from_beat_schedule(schedule))
     rows = [spec.row() for spec in specs]
     changed = [spec.row() for spec in specs_from_beat_schedule(beat_schedule(n, hour=4))]
-    with server_url() as server:
-        dbs = TempDatabases(server, prefix="awabeat_bench")
-        try:
-            for layout in ("standalone", "awa"):
-                with Store(dbs.fresh(layout)) as store:
-                    print(f"-- {layout}")
-                    timed(f"first sync of {n:,} (inserts)",
-                          lambda: store.sync(rows, deployment="b"))
-                    timed("unchanged resync", lambda: store.sync(rows, deployment="b"))
-                    timed("resync, every row changed", lambda: store.sync(changed, deployment="b"))
-        finally:
-            dbs.close()
+    with common.databases("awabeat_bench") as dbs:
+        for layout in ("standalone", "awa"):
+            with Store(dbs.fresh(layout)) as store:
+                print(f"-- {layout}")
+                timed(f"first sync of {n:,} (inserts)",
+                      lambda: store.sync(rows, deployment="b"))
+                timed("unchanged resync", lambda: store.sync(rows, deployment="b"))
+                timed("resync, every row changed", lambda: store.sync(changed, deployment="b"))
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

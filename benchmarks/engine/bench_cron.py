@@ -1,6 +1,6 @@
 """Speed of awa-beat's fire-time arithmetic.
 
-Run ``python benchmarks/bench_cron.py``. It prints how many next-fire computations
+Run ``python benchmarks/engine/bench_cron.py``. It prints how many next-fire computations
 (``Calendar.next_from`` with aware datetimes in and out, each step starting one second after the
 previous fire) run per second for a few calendars, and what one ``due_fires`` call costs per
 schedule on an evaluation pass where nothing is due.
@@ -15,6 +15,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import common
 
 from awa_beat._schedules.fire_times import Calendar, calendar_for, due_fires, next_fire_after
 
@@ -87,4 +89,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

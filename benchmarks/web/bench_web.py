@@ -1,6 +1,6 @@
 """The dashboard's schedule list at scale: page loads through the WSGI app.
 
-    python benchmarks/bench_web.py [--n 100000] [--loads 200]
+    python benchmarks/web/bench_web.py [--n 100000] [--loads 200]
 
 Fills a throw-away database with N schedules (a tenth of them paused, with a note; two
 deployments), then times page loads of /schedules through the WSGI callable, as a
@@ -15,12 +15,17 @@ import argparse
 import io
 import random
 import statistics
+import sys
 import time
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import common
 
 from awa_beat._db.store import Store
 from awa_beat._ops.operations import Operations
-from awa_beat._testing import TempDatabases, server_url
 from awa_beat.web import create_app
 
 TARGET_MS = 200.0
@@ -58,48 +63,44 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--loads", type=int, default=200, help="page loads per kind")
     args = parser.parse_args()
-    with server_url() as url:
-        dbs = TempDatabases(url)
-        try:
-            db = dbs.fresh("standalone")
-            all_rows = rows(args.n)
-            start = time.perf_counter()
-            with Store(db) as store:
-                for i in range(0, args.n, 10_000):
-                    chunk = all_rows[i:i + 10_000]
-                    store.sync(chunk, deployment="alpha" if i % 20_000 else "beta")
-                ops = Operations(store)
-                for r in all_rows[::10]:
-                    ops.pause(r["name"], "bench", "paused by the benchmark")
-                store.analyze_if_stale()
-            print(f"{args.n:,} schedules written in {time.perf_counter() - start:.1f} s")
-            names = sorted(r["name"] for r in all_rows)
-            app = create_app(db)
-            rng = random.Random(18)
-            kinds = {
-                "first page": lambda: "",
-                "deep page (after=)": lambda: f"after={rng.choice(names)}",
-                "page before (before=)": lambda: f"before={rng.choice(names)}",
-                "search": lambda: f"q={rng.randrange(args.n):06d}",
-                "search, many matches": lambda: "q=report",
-                "paused filter": lambda: "paused=yes",
-                "owner filter, deep": lambda: f"owner=beta&after={rng.choice(names)}",
-            }
-            for _ in range(5):  # warm the pool, the planner's caches and the templates
-                load(app, "")
-            every: list[float] = []
-            for label, query in kinds.items():
-                times = [load(app, query()) for _ in range(args.loads)]
-                every += times
-                print(f"{label:<24} p50 {statistics.median(times):6.1f} ms   "
-                      f"p99 {pct(times, 0.99):6.1f} ms")
-            p99 = pct(every, 0.99)
-            print(f"{'all':<24} p50 {statistics.median(every):6.1f} ms   p99 {p99:6.1f} ms   "
-                  f"target <= {TARGET_MS:.0f} ms: {'met' if p99 <= TARGET_MS else 'MISSED'}")
-            app.close()
-        finally:
-            dbs.close()
+    with common.databases() as dbs:
+        db = dbs.fresh("standalone")
+        all_rows = rows(args.n)
+        start = time.perf_counter()
+        with Store(db) as store:
+            for i in range(0, args.n, 10_000):
+                chunk = all_rows[i:i + 10_000]
+                store.sync(chunk, deployment="alpha" if i % 20_000 else "beta")
+            ops = Operations(store)
+            for r in all_rows[::10]:
+                ops.pause(r["name"], "bench", "paused by the benchmark")
+            store.analyze_if_stale()
+        print(f"{args.n:,} schedules written in {time.perf_counter() - start:.1f} s")
+        names = sorted(r["name"] for r in all_rows)
+        app = create_app(db)
+        rng = random.Random(18)
+        kinds = {
+            "first page": lambda: "",
+            "deep page (after=)": lambda: f"after={rng.choice(names)}",
+            "page before (before=)": lambda: f"before={rng.choice(names)}",
+            "search": lambda: f"q={rng.randrange(args.n):06d}",
+            "search, many matches": lambda: "q=report",
+            "paused filter": lambda: "paused=yes",
+            "owner filter, deep": lambda: f"owner=beta&after={rng.choice(names)}",
+        }
+        for _ in range(5):  # warm the pool, the planner's caches and the templates
+            load(app, "")
+        every: list[float] = []
+        for label, query in kinds.items():
+            times = [load(app, query()) for _ in range(args.loads)]
+            every += times
+            print(f"{label:<24} p50 {statistics.median(times):6.1f} ms   "
+                  f"p99 {pct(times, 0.99):6.1f} ms")
+        p99 = pct(every, 0.99)
+        print(f"{'all':<24} p50 {statistics.median(every):6.1f} ms   p99 {p99:6.1f} ms   "
+              f"target <= {TARGET_MS:.0f} ms: {'met' if p99 <= TARGET_MS else 'MISSED'}")
+        app.close()
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

@@ -1,4 +1,4 @@
-"""What benchmarks/chaos.py concludes from a run: pure functions over plain data.
+"""What benchmarks/chaos/chaos.py concludes from a run: pure functions over plain data.
 
 A run leaves two records: the jobs in ``awa.jobs`` (every one the harness saw during
 the run, also those gone by the end) and the lines the worker wrote, one per task it
@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-#: name -> (period in seconds, policy), as in benchmarks/chaosapp.py.
+#: name -> (period in seconds, policy), as in benchmarks/chaos/chaosapp.py.
 Schedules = dict[str, tuple[int, str]]
 
 
@@ -280,7 +280,7 @@ def _extra_job(data: Data, state: str, offset: int) -> None:
 
 
 #: kind -> (what it does, the check that must report it, the corruption on plain data).
-#: benchmarks/chaos.py --inject does the same to the real table and record file.
+#: benchmarks/chaos/chaos.py --inject does the same to the real table and record file.
 CORRUPTIONS: dict[str, tuple[str, str, Callable[[Data], None]]] = {
     "duplicate-job": ("a second job row for a fired (schedule, fire time)", "duplicates",
                       _duplicate_job),

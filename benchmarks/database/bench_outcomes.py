@@ -1,6 +1,6 @@
 """What recording outcomes costs a Celery worker per task, against the 1 ms limit.
 
-    python benchmarks/bench_outcomes.py [--n 20000] [--repeat 3]
+    python benchmarks/database/bench_outcomes.py [--n 20000] [--repeat 3]
 
 Runs N tasks of awa-beat's (each with the bridge's headers and its derived task id)
 through Celery's own tracer, the code a worker's pool runs for every task, first with
@@ -15,18 +15,23 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from celery import Celery
 from celery.app.trace import build_tracer
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import common
+
 from awa_beat._bridge.messages import fire_task_id
 from awa_beat._config import Settings
 from awa_beat._db.store import Store, connect
-from awa_beat._testing import TempDatabases, server_url
 from awa_beat.outcomes import install
 
 LIMIT_MS = 1.0
@@ -61,13 +66,9 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    with server_url() as server:
-        dbs = TempDatabases(server, prefix="awabeat_bench")
-        try:
-            url = dbs.fresh("standalone")
-            run(url, args.n, args.repeat)
-        finally:
-            dbs.close()
+    with common.databases("awabeat_bench") as dbs:
+        url = dbs.fresh("standalone")
+        run(url, args.n, args.repeat)
 
 
 def run(url: str, n: int, repeat: int) -> None:
@@ -114,4 +115,4 @@ def run(url: str, n: int, repeat: int) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)
