@@ -26,7 +26,7 @@ LINK_PATTERNS = (
 )
 # Files of the sdist the README names in code spans: `docs/web.md`, `LICENSE`, ...
 MENTION = re.compile(r"`((?:docs|examples|benchmarks|awa_beat|tests)/[^`\s]+|LICENSE|"
-                     r"CHANGELOG\.md|mkdocs\.yml)`")
+                     r"CHANGELOG\.md|CONTRIBUTING\.md|mkdocs\.yml)`")
 
 
 def readme_links() -> list[str]:
