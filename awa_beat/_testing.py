@@ -453,7 +453,7 @@ class MemoryStore:
         return [self.rows[n] for n in names if n in self.rows]
 
     def fire(self, requests: Sequence[FireRequest]) -> FireResult:
-        """The compare-and-swap of ``fire_batch_*``: a request fires only if its row
+        """The compare-and-swap of ``fire_batch``: a request fires only if its row
         exists, is not paused and its cursor is still the one it expects. A limited
         request (``runs=`` in the row's marker) fires at most the runs left in
         :attr:`runs`, and the fire that uses up the last one retires the row (paused,

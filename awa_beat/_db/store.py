@@ -58,7 +58,7 @@ from .records import (
     SyncResult,
     TableState,
 )
-from .sql import queries
+from .sql import queries, statements
 
 if TYPE_CHECKING:
     from typing_extensions import LiteralString
@@ -657,7 +657,7 @@ class Store:
 
     def trigger(self, name: str, *, conn: psycopg.Connection | None = None) -> int:
         """Insert one job for ``name`` now, even while paused; the cursor is left alone."""
-        query = queries["trigger_awa" if self.awa_owned else "trigger_standalone"]
+        query = statements("awa" if self.awa_owned else "standalone")["trigger"]
         with self._on(conn) as c, wrap_errors(f"triggering {name!r}"):
             row = c.execute(query, {"name": name}).fetchone()
         if row is None:
@@ -950,7 +950,7 @@ class Store:
     # -- firing --------------------------------------------------------------------------
 
     def fire(self, requests: Sequence[FireRequest]) -> FireResult:
-        """Fire every request in one atomic statement (see ``fire_batch_*`` in queries.sql).
+        """Fire every request in one atomic statement (``fire_batch`` in queries.sql).
 
         A request whose compare-and-swap fails (another replica fired it, or it was
         paused meanwhile) yields no job. If the batch fails as a whole (a row that
@@ -1081,7 +1081,7 @@ def sync_params(rows: Sequence[dict[str, Any]], deployment: str) -> dict[str, An
 
 def fire_query(awa_owned: bool) -> LiteralString:
     """The batched atomic fire statement for the database's layout."""
-    return queries["fire_batch_awa" if awa_owned else "fire_batch_standalone"]
+    return statements("awa" if awa_owned else "standalone")["fire_batch"]
 
 
 def fire_params(requests: Sequence[FireRequest],

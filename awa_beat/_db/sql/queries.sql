@@ -1,6 +1,11 @@
 -- Every SQL statement awa-beat runs, each under a `-- name --` header and loaded by
--- name (awa_beat/sql/__init__.py); tests/unit/test_sql.py checks that no module writes
--- SQL of its own and that every query here is used.
+-- name (awa_beat/_db/sql/__init__.py); tests/unit/test_sql.py checks that no module
+-- writes SQL of its own and that every query here is used.
+-- SQL that several statements share is written once, as a fragment
+-- (`-- fragment name --`) that they take in with `{{name}}` at the end of a line; a
+-- statement or fragment that differs between the two table layouts is written for each
+-- (`-- name [standalone] --`, `-- name [awa] --`). Every statement is rendered for both
+-- layouts when the module loads; tests/unit/test_sql_golden.py pins what each renders to.
 -- Values are always bound parameters; large arrays use binary placeholders (`%(x)b`),
 -- which psycopg encodes much faster than text arrays.
 
@@ -199,7 +204,7 @@ SELECT count(*) FILTER (WHERE inserted) AS inserted,
           FROM input) AS fingerprint
   FROM upserted;
 
--- fire_batch_standalone --
+-- fire_batch --
 -- The atomic fire, batched: one statement advances the cursor of every due schedule
 -- (compare-and-swap on last_enqueued_at, paused_at re-checked in the same UPDATE) and
 -- inserts one job per fire. A schedule whose CAS fails gets no job and no cursor
@@ -209,6 +214,7 @@ SELECT count(*) FILTER (WHERE inserted) AS inserted,
 -- Run limits (migration 0008): see the limits and mark steps; schedules without one
 -- (every Awa row) skip them. A schedule whose newest fire time is later than now() plus
 -- the clock tolerance (seconds) is not fired: it comes back with neither job id nor fire time.
+-- The two layouts differ only in how the jobs are inserted (insert_fired_jobs).
 WITH due AS (
     SELECT * FROM unnest(%(names)b::text[], %(expected)b::timestamptz[],
                          %(cursors)b::timestamptz[], %(counts)b::int[])
@@ -282,15 +288,7 @@ WITH due AS (
     SELECT m.name, f.fire_time
       FROM mark m JOIN fires f ON f.name = m.name AND f.seq <= m.allowed
      WHERE m.guarded AND (m.blocked OR f.seq > 1)
-), inserted AS (
-    INSERT INTO awa.jobs (kind, queue, args, state, priority, max_attempts, metadata, tags)
-    SELECT m.kind, m.queue, m.args, 'available', m.priority, m.max_attempts,
-           m.metadata || jsonb_build_object('cron_name', m.name, 'cron_fire_time', f.fire_time::text),
-           m.tags
-      FROM mark m JOIN fires f ON f.name = m.name AND f.seq <= m.allowed
-     WHERE NOT (m.guarded AND (m.blocked OR f.seq > 1))
-     ORDER BY f.fire_time, f.ord
-    RETURNING id, metadata ->> 'cron_name' AS name, metadata ->> 'cron_fire_time' AS fire_time
+{{insert_fired_jobs}}
 ), guards AS MATERIALIZED (  -- outcomes: read mark once; usually no row
     SELECT name FROM mark WHERE guarded
 ), ran AS (  -- outcomes: the run an overlap policy waits for
@@ -318,119 +316,36 @@ UNION ALL  -- schedules not fired because their fire time is ahead of the databa
 SELECT NULL, name, NULL, now() FROM due
  WHERE cursor > now() + %(clock_tolerance)s::float8 * interval '1 second';
 
--- fire_batch_awa --
--- The same atomic batched fire on a database migrated by Awa, where awa.jobs is a
--- view: jobs go through awa.insert_job_compat, exactly as Awa's own cron does.
-WITH due AS (
-    SELECT * FROM unnest(%(names)b::text[], %(expected)b::timestamptz[],
-                         %(cursors)b::timestamptz[], %(counts)b::int[])
-                  AS d(name, expected, cursor, n)
-), fires AS (
-    SELECT * FROM unnest(%(fire_names)b::text[], %(fire_times)b::timestamptz[],
-                         %(fire_seqs)b::int[])
-                  WITH ORDINALITY AS f(name, fire_time, seq, ord)
-), limits AS (
-    -- Runs left to the schedules with a run limit (their marker ends in " runs=<n>";
-    -- the limited names are those the engine saw with one), read from the row itself.
-    SELECT c.name, greatest((regexp_match(c.cron_expr, ' runs=([0-9]+)$'))[1]::bigint
-                            - coalesce(r.runs, 0), 0) AS remaining
-      FROM awa.cron_jobs c LEFT JOIN awa_beat.schedule_runs r USING (name)
-     WHERE c.name = ANY(%(limited)b::text[]) AND c.cron_expr ~ '^@.* runs=[0-9]+$'
-), left_out AS (  -- outcomes: fires a coalesce left out (empty on most passes)
-    SELECT * FROM unnest(%(coalesced_names)b::text[], %(coalesced_first)b::timestamptz[],
-                         %(coalesced_last)b::timestamptz[], %(coalesced_counts)b::int[])
-                  AS l(name, first_time, last_time, count)
-), mark AS (
-    -- A limited schedule fires at most its remaining runs (its cursor then moves to
-    -- the last of them), and the fire that uses up its last run retires it: paused_at
-    -- and paused_by set. One with no run left is retired without a fire. Under
-    -- overlap=skip, an occurrence skipped still uses up a run.
-    UPDATE awa.cron_jobs c
-       SET last_enqueued_at = CASE
-               WHEN l.remaining IS NULL OR l.remaining >= due.n THEN due.cursor
-               WHEN l.remaining = 0 THEN c.last_enqueued_at
-               ELSE (SELECT f.fire_time FROM fires f
-                      WHERE f.name = due.name AND f.seq = l.remaining) END,
-           paused_at = CASE WHEN l.remaining <= due.n THEN now() ELSE c.paused_at END,
-           paused_by = CASE WHEN l.remaining <= due.n THEN %(retired_by)s::text ELSE c.paused_by END,
-           updated_at = now()
-      FROM due LEFT JOIN limits l USING (name)
-     WHERE c.name = due.name
-       AND c.name = ANY(%(names)b::text[])  -- an index probe per name, whatever the stats say
-       AND c.last_enqueued_at IS NOT DISTINCT FROM due.expected
-       AND c.paused_at IS NULL
-       AND c.priority BETWEEN 1 AND 4 AND c.max_attempts BETWEEN 1 AND 1000
-       AND length(c.kind) <= 200 AND length(c.queue) <= 200 AND cardinality(c.tags) <= 20
-       -- Time comes from the database: a beat whose clock runs ahead never dates a fire
-       -- (nor moves a cursor) past now() and the tolerance; see "ahead" below.
-       AND due.cursor <= now() + %(clock_tolerance)s::float8 * interval '1 second'
-    RETURNING c.name, c.kind, c.queue, c.args, c.priority, c.max_attempts, c.tags, c.metadata,
-              least(due.n, coalesce(l.remaining, due.n)) AS allowed,
-              l.remaining IS NOT NULL AS limited,
-              -- outcomes: an overlap=skip schedule (guarded), and whether its last run
-              -- has not finished (blocked)
-              (c.metadata -> 'awa_beat' ->> 'overlap') IS NOT DISTINCT FROM 'skip' AS guarded,
-              (coalesce((c.metadata -> 'awa_beat' ->> 'overlap') = 'skip', false) AND EXISTS (
-                SELECT FROM awa_beat.last_runs r
-                  LEFT JOIN awa_beat.outcomes o
-                         ON o.schedule = r.name AND o.fire_time = r.fire_time
-                  LEFT JOIN awa.jobs j
-                         ON j.id = r.job_id
-                        AND (c.metadata -> 'celery' ->> 'dispatch') IS DISTINCT FROM 'celery'
-                 WHERE r.name = c.name
-                   AND coalesce(o.started_at, r.fired_at) > now()
-                       - (c.metadata -> 'awa_beat' ->> 'max_runtime')::float8 * interval '1 s'
-                   AND CASE WHEN (c.metadata -> 'celery' ->> 'dispatch') = 'celery'
-                            THEN o.state IS NULL OR o.state IN ('started', 'retried')
-                            ELSE j.state::text IN ('scheduled', 'available', 'running',
-                                                   'retryable', 'waiting_external') END
-              )) AS blocked
-), counted AS (
-    INSERT INTO awa_beat.schedule_runs AS r (name, runs)
-    SELECT name, allowed FROM mark WHERE limited AND allowed > 0
-    ON CONFLICT (name) DO UPDATE SET runs = r.runs + EXCLUDED.runs
-), skipped AS (  -- outcomes: under overlap=skip a blocked schedule, and all but the
-                 -- first fire of one statement, fire nothing (the inserts' complement)
-    SELECT m.name, f.fire_time
-      FROM mark m JOIN fires f ON f.name = m.name AND f.seq <= m.allowed
-     WHERE m.guarded AND (m.blocked OR f.seq > 1)
+-- fragment insert_fired_jobs [standalone] --
+-- One job a fire, in the order of the fire times: where the tables are awa-beat's own,
+-- into awa.jobs directly.
+), inserted AS (
+    INSERT INTO awa.jobs (kind, queue, args, state, priority, max_attempts, metadata, tags)
+    SELECT m.kind, m.queue, m.args, 'available', m.priority, m.max_attempts,
+           m.metadata || jsonb_build_object('cron_name', m.name, 'cron_fire_time', f.fire_time::text),
+           m.tags
+      {{fires_with_a_job}}
+    RETURNING id, metadata ->> 'cron_name' AS name, metadata ->> 'cron_fire_time' AS fire_time
+
+-- fragment insert_fired_jobs [awa] --
+-- The same on a database migrated by Awa, where awa.jobs is a view: jobs go through
+-- awa.insert_job_compat, exactly as Awa's own cron does.
 ), ordered AS (
     SELECT m.*, f.fire_time, f.ord
-      FROM mark m JOIN fires f ON f.name = m.name AND f.seq <= m.allowed
-     WHERE NOT (m.guarded AND (m.blocked OR f.seq > 1))
-     ORDER BY f.fire_time, f.ord
+      {{fires_with_a_job}}
 ), inserted AS (
     SELECT j.id, o.name, j.metadata ->> 'cron_fire_time' AS fire_time
       FROM ordered o CROSS JOIN LATERAL awa.insert_job_compat(
            o.kind, o.queue, o.args, 'available'::awa.job_state, o.priority, o.max_attempts, NULL,
            o.metadata || jsonb_build_object('cron_name', o.name, 'cron_fire_time', o.fire_time::text),
            o.tags, NULL, NULL) AS j
-), guards AS MATERIALIZED (  -- outcomes: read mark once; usually no row
-    SELECT name FROM mark WHERE guarded
-), ran AS (  -- outcomes: the run an overlap policy waits for
-    INSERT INTO awa_beat.last_runs AS r (name, fire_time, job_id)
-    SELECT DISTINCT ON (i.name) i.name, i.fire_time, i.id
-      FROM inserted i JOIN guards g ON g.name = i.name
-     ORDER BY i.name, i.fire_time DESC
-    ON CONFLICT (name) DO UPDATE
-       SET fire_time = EXCLUDED.fire_time, job_id = EXCLUDED.job_id, fired_at = now()
-), skips AS (  -- outcomes
-    INSERT INTO awa_beat.occurrences (schedule, kind, fire_time, reason)
-    SELECT name, 'skipped', fire_time, 'overlap: the previous run had not finished'
-      FROM skipped
-), coalesced AS (  -- outcomes
-    INSERT INTO awa_beat.occurrences (schedule, kind, fire_time, last_fire_time, count, reason)
-    SELECT l.name, 'coalesced', l.first_time, l.last_time, l.count,
-           'coalesce: fires missed while beat was down or the schedule paused'
-      FROM left_out l JOIN mark m ON m.name = l.name
-)
-SELECT id, name, fire_time, now() AS updated_at FROM inserted
-UNION ALL  -- outcomes: skipped fires come back with no job id
-SELECT NULL, name, fire_time::text, now() FROM skipped
-UNION ALL  -- schedules not fired because their fire time is ahead of the database's
-           -- clock: no job id and no fire time (the host's clock is fast)
-SELECT NULL, name, NULL, now() FROM due
- WHERE cursor > now() + %(clock_tolerance)s::float8 * interval '1 second';
+
+-- fragment fires_with_a_job --
+-- The fires that get a job, in the order of their fire times: each schedule's allowed
+-- fires, except those `skipped` holds.
+  FROM mark m JOIN fires f ON f.name = m.name AND f.seq <= m.allowed
+ WHERE NOT (m.guarded AND (m.blocked OR f.seq > 1))
+ ORDER BY f.fire_time, f.ord
 
 -- list_schedules --
 SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
@@ -457,7 +372,7 @@ UPDATE awa.cron_jobs SET paused_at = NULL, paused_by = NULL, updated_at = now()
  WHERE name = %(name)s
 RETURNING name;
 
--- trigger_standalone --
+-- trigger [standalone] --
 -- One job now, whether or not the schedule is paused; the cursor is left alone.
 INSERT INTO awa.jobs (kind, queue, args, state, priority, max_attempts, metadata, tags)
 SELECT kind, queue, args, 'available', priority, max_attempts,
@@ -465,7 +380,8 @@ SELECT kind, queue, args, 'available', priority, max_attempts,
   FROM awa.cron_jobs WHERE name = %(name)s
 RETURNING id;
 
--- trigger_awa --
+-- trigger [awa] --
+-- The same on a database migrated by Awa, through awa.insert_job_compat.
 SELECT j.id
   FROM awa.cron_jobs c CROSS JOIN LATERAL awa.insert_job_compat(
        c.kind, c.queue, c.args, 'available'::awa.job_state, c.priority, c.max_attempts, NULL,
