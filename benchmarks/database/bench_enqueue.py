@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import common
 
 from awa_beat._db.records import FireRequest
-from awa_beat._db.sql import parse_queries
+from awa_beat._db.sql import render_queries
 from awa_beat._db.store import Store, connect, fire_params, fire_query
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
@@ -74,10 +74,13 @@ def measure(url: str, n: int, repeat: int) -> list[float]:
 
 
 def statement_at(rev: str, awa_owned: bool) -> str:
-    """The fire statement of ``rev``'s queries.sql, for the layout."""
+    """The fire statement of ``rev``'s queries.sql, for the layout (named fire_batch_awa
+    and fire_batch_standalone before it was written once)."""
     text = subprocess.run(["git", "show", f"{rev}:awa_beat/_db/sql/queries.sql"], cwd=common.ROOT,
                           check=True, capture_output=True, text=True).stdout
-    return parse_queries(text)["fire_batch_awa" if awa_owned else "fire_batch_standalone"]
+    layout = "awa" if awa_owned else "standalone"
+    rendered = render_queries(text)[layout]
+    return rendered.get("fire_batch") or rendered[f"fire_batch_{layout}"]
 
 
 def measure_pair(url: str, n: int, repeat: int, rev: str) -> tuple[list[float], list[float]]:
