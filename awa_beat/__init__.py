@@ -44,7 +44,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ._celery.scheduler import Scheduler
     from ._ops.api import Schedules
-    from ._ops.operations import ScheduleView
+    from ._ops.records import ScheduleView
     from ._schedules.calendars import at
     from ._schedules.spec import ScheduleSpec
 
@@ -53,7 +53,7 @@ _LAZY = {
     "Scheduler": "_celery.scheduler",
     "Schedules": "_ops.api",
     "ScheduleSpec": "_schedules.spec",
-    "ScheduleView": "_ops.operations",
+    "ScheduleView": "_ops.records",
     "at": "_schedules.calendars",
 }
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._db.records import ScheduleRow
-from ._ops.operations import beat_entry
+from ._ops.rows import beat_entry
 from ._schedules.cron import CronExpression, CronFields
 from ._schedules.fire_times import every_seconds, interval_expression
 from ._schedules.markers import is_marker, split_bounds

@@ -18,7 +18,7 @@ def status(database_url: str | None, as_json: bool) -> None:
     """The current leader, the standbys seen recently, the last pass lag, the backlog, and
     the overdue schedules."""
     with operations(database_url) as ops:
-        cluster = ops.status()
+        cluster = ops.cluster.status()
     if as_json:
         click.echo(json.dumps({
             "leaders": [beat_json(b) for b in cluster.leaders],

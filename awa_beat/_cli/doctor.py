@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from .._ops.operations import diagnose
+from .._ops.doctor import diagnose
 from .context import database_url_for, database_url_option, friendly_errors, operations_kwargs
 from .format import check_text
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from .._ops.operations import (
+from .._ops.records import (
     BeatView,
     Check,
     DeploymentBacklog,

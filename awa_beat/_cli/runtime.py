@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
-from .._ops.operations import Delivery
+from .._ops.records import Delivery
 from .._schedules.entries import NONE_WORD, entry_from_options, parse_at, parse_every, parse_solar
 from ..errors import DispatchUnserved
 from .context import database_url_option, friendly_errors, json_option, operations
@@ -133,7 +133,7 @@ def add(name: str, database_url: str | None, as_json: bool, replace: bool, force
         (spec,) = ops.specs({name: entry})
         # Without an app the defaults (deployment 'default', dispatch awa) are rarely what
         # the beats serve: say what the row gets, and refuse a row nothing would run.
-        delivery = ops.delivery(ops.settings.deployment, spec.dispatch)
+        delivery = ops.cluster.delivery(ops.settings.deployment, spec.dispatch)
         _refuse_unserved(name, delivery)
         ops.add({name: entry}, replace=replace, force=force)
     _report("replaced" if replace else "added", name, database_url, as_json, delivery)

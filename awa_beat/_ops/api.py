@@ -57,7 +57,8 @@ from .._config import Settings
 from .._db.store import Store
 from .._schedules.spec import ScheduleSpec
 from ..errors import ValidationError
-from .operations import Operations, ScheduleView, find_database_url, settings_for
+from .operations import Operations, find_database_url, settings_for
+from .records import ScheduleView
 
 __all__ = ["Schedules"]
 

@@ -11,7 +11,8 @@ from typing import Any
 from .._db.records import ScheduleRow
 from .._schedules.entries import NONE_WORD, entry_from_options
 from .._schedules.fire_times import every_seconds
-from .operations import ScheduleBounds, beat_entry
+from .records import ScheduleBounds
+from .rows import beat_entry
 
 #: The bounds and outcome settings, each a field of its own (empty: none, or the default).
 BOUND_FIELDS = ("start_time", "end_time", "max_runs", "one_off", "overlap", "deadline")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from ..errors import AwaBeatError
 from .fire_times import calendar_for, every_seconds
@@ -368,3 +368,10 @@ def _ordinal(n: int) -> str:
 
 def _join(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def offset_text(delta: timedelta | None) -> str:
+    """A UTC offset as ``+HH:MM`` (no offset reads as ``+00:00``)."""
+    minutes = int((delta or timedelta()).total_seconds() // 60)
+    sign = "+" if minutes >= 0 else "-"
+    return f"{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"

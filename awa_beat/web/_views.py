@@ -17,7 +17,7 @@ from .._ops.forms import (
     entry_from_form,
     form_values,
 )
-from .._ops.operations import COUNT_LIMIT, ScheduleFilter, ScheduleView
+from .._ops.records import COUNT_LIMIT, ScheduleFilter, ScheduleView
 from .._schedules.cron import load_timezone
 from .._schedules.describe import describe
 from .._schedules.fire_times import POLICIES
@@ -133,7 +133,7 @@ def schedules(app: Dashboard, req: Request) -> Response:
     if len(after or "") > 1000 or len(before or "") > 1000:
         raise HTTPError(400, "after, before: a schedule name (at most 1000 characters)")
     page = app.ops.page(where, after=after, before=before, limit=app.config.page_size)
-    queues = app.ops.queue_pauses({v.row.queue for v in page.views})
+    queues = app.ops.cluster.queue_pauses({v.row.queue for v in page.views})
     return app.render(
         req, "schedules.html", page=page, rows=[_row(v, page.notes, queues)
                                                 for v in page.views],
@@ -167,7 +167,7 @@ def schedule(app: Dashboard, req: Request) -> Response:
         if done in DONE else None
     return app.render(
         req, "schedule.html", item=_row(view, {name: app.ops.pause_note(name) or ""},
-                                        app.ops.queue_pauses([view.row.queue])),
+                                        app.ops.cluster.queue_pauses([view.row.queue])),
         upcoming=app.ops.upcoming(view.row, count=20), runs_left=app.ops.runs_left(view.row),
         jobs=jobs, occurrences=occurrences,
         editable=app.editor is not None and view.owner == "runtime",
@@ -183,7 +183,7 @@ def confirm_remove(app: Dashboard, req: Request) -> Response:
 
 @route("GET", "/cluster")
 def cluster(app: Dashboard, req: Request) -> Response:
-    return app.render(req, "cluster.html", cluster=app.ops.status(),
+    return app.render(req, "cluster.html", cluster=app.ops.cluster.status(),
                       overdue=app.ops.overdue() if app.outcomes is not None else None)
 
 

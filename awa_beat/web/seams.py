@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Protocol
 
-from .._ops.operations import JobRecord, Operations
+from .._ops.operations import Operations
+from .._ops.records import JobRecord
 
 
 class Outcomes(Protocol):

@@ -24,7 +24,8 @@ from celery import Celery
 
 from awa_beat._bridge.messages import fire_task_id
 from awa_beat._db.store import connect
-from awa_beat._ops.operations import Occurrence, Operations
+from awa_beat._ops.operations import Operations
+from awa_beat._ops.records import Occurrence
 from awa_beat._testing import terminate
 from tests.brokers import broker_conf
 

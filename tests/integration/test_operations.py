@@ -11,7 +11,9 @@ import pytest
 
 from awa_beat._db.lock import Leadership
 from awa_beat._db.store import Store
-from awa_beat._ops.operations import Check, Operations, UpcomingFire, diagnose, utcnow, whoami
+from awa_beat._ops.doctor import checks, diagnose
+from awa_beat._ops.operations import Operations, utcnow, whoami
+from awa_beat._ops.records import Check, UpcomingFire
 from awa_beat._testing import FakeClock
 from awa_beat.errors import NotFound
 
@@ -112,12 +114,12 @@ def test_status_leaders_standbys_and_backlog(ops: Operations, db_url: str,
     ops.store.heartbeat(identity="leader", role="leader", leader_since=started, **beat)
     ops.store.heartbeat(identity="standby", role="standby", leader_since=None,
                         **{**beat, "pid": 1})
-    assert ops.status().leaders == []  # no lock held: not really a leader
+    assert ops.cluster.status().leaders == []  # no lock held: not really a leader
     lock = Leadership(db_url, key)
     assert lock.try_acquire()
     try:
         ops.trigger("to-celery")
-        status = ops.status()
+        status = ops.cluster.status()
     finally:
         lock.resign()
     assert [(b.identity, b.holds_lock, b.last_lag_ms) for b in status.leaders] == [
@@ -129,12 +131,12 @@ def test_status_leaders_standbys_and_backlog(ops: Operations, db_url: str,
 
 def test_checks_as_data(ops: Operations, conn) -> None:
     ops.clock = utcnow  # the fixture's clock is months off the database's
-    checks = list(ops.checks())
-    assert len(checks) == 12  # reachable, schema, locks, this host's clock, the beats'
+    found = list(checks(ops))
+    assert len(found) == 12  # reachable, schema, locks, this host's clock, the beats'
     # clocks, tz data, rows, rows that can never fire again, overdue, unpublished Celery
     # jobs, jobs for Awa with no Awa, orphans
-    assert checks[0].what.startswith("database reachable")
-    assert [c.what for c in checks if not c.ok] == [
+    assert found[0].what.startswith("database reachable")
+    assert [c.what for c in found if not c.ok] == [
         "1 stored schedule(s) no longer in beat_schedule"]
     conn.execute("INSERT INTO awa.cron_jobs (name, cron_expr, kind) "
                  "VALUES ('bad', '@midnight', 'k')")
@@ -144,7 +146,7 @@ def test_checks_as_data(ops: Operations, conn) -> None:
     conn.execute("UPDATE awa.cron_jobs SET cron_expr = %s, timezone = 'UTC' "
                  "WHERE name IN ('daily', 'to-celery')", (f"0 {away.hour} * * *",))
     ops.clock = FakeClock(datetime.now(UTC) + timedelta(minutes=5))
-    failed = {c.what.split(":")[0]: c for c in ops.checks() if not c.ok}
+    failed = {c.what.split(":")[0]: c for c in checks(ops) if not c.ok}
     # Five minutes on and no beat running: the every-90s schedule missed its fires. (The
     # clock checks measure this host's real clock, not the one that reads schedules.)
     assert set(failed) == {"4 schedule(s), 1 invalid", "1 overdue schedule(s)",

@@ -12,7 +12,7 @@ import pytest
 
 from awa_beat._db.store import Store
 from awa_beat._engine.engine import Engine
-from awa_beat._ops.operations import next_fire
+from awa_beat._ops.rows import next_fire
 from awa_beat._schedules.calendars import at
 from awa_beat._schedules.markers import RETIRED_BY
 from awa_beat._schedules.spec import spec_from_entry

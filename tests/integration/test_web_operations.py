@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from awa_beat._db.store import Store
-from awa_beat._ops.operations import Operations, ScheduleFilter
+from awa_beat._ops.operations import Operations
+from awa_beat._ops.records import ScheduleFilter
 
 pytestmark = pytest.mark.integration
 
@@ -62,9 +63,9 @@ def test_pages_filters_notes_and_audit(db_url: str, conn: Any, layout: str) -> N
         if layout == "awa":  # Awa records queue pauses; the standalone layout has none
             conn.execute("INSERT INTO awa.queue_meta (queue, paused, paused_at, paused_by) "
                          "VALUES ('reports', true, now(), 'ops')")
-            assert ops.queue_pauses({"reports", "default"})["reports"].paused_by == "ops"
+            assert ops.cluster.queue_pauses({"reports", "default"})["reports"].paused_by == "ops"
         else:
-            assert ops.queue_pauses({"reports", "default"}) == {}
+            assert ops.cluster.queue_pauses({"reports", "default"}) == {}
 
 
 def test_the_owner_filter_tells_runtime_rows_from_config_rows(db_url: str, layout: str

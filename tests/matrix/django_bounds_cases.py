@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from awa_beat._db.store import Store
-from awa_beat._ops.operations import ScheduleBounds
+from awa_beat._ops.records import ScheduleBounds
 from tests.django_admin_cases import shown_fields
 from tests.matrix import django_cases
 from tests.matrix.catalogue import CATALOGUE, NAMES, MatrixDB, stored_rows

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from awa_beat._db.store import Store
-from awa_beat._ops.operations import ScheduleBounds
+from awa_beat._ops.records import ScheduleBounds
 from awa_beat._testing import TempDatabases
 
 # Skips this module as it skips its own without Chromium or Playwright.

@@ -13,16 +13,10 @@ from click.testing import CliRunner
 from awa_beat._cli import main
 from awa_beat._cli.format import check_text, fmt, iso, occurrence_table, table
 from awa_beat._db.records import ScheduleRow
-from awa_beat._ops.operations import (
-    Check,
-    Occurrence,
-    ScheduleView,
-    beat_entry,
-    find_database_url,
-    next_fire,
-    offset_text,
-    upcoming_fires,
-)
+from awa_beat._ops.operations import find_database_url
+from awa_beat._ops.records import Check, Occurrence, ScheduleView
+from awa_beat._ops.rows import beat_entry, next_fire, upcoming_fires
+from awa_beat._schedules.describe import offset_text
 from awa_beat._schedules.fire_times import every_seconds
 from awa_beat.errors import ConfigError, NoDatabase
 from tests.apps import celery_app

@@ -13,7 +13,7 @@ import pytest
 
 from awa_beat._bridge.messages import fire_task_id
 from awa_beat._config import Settings
-from awa_beat._ops.operations import overdue_reasons
+from awa_beat._schedules.runs import overdue_reasons
 from awa_beat._schedules.spec import DEFAULT_MAX_RUNTIME, spec_from_entry
 from awa_beat.errors import ConfigError, DatabaseUnavailable, ValidationError
 from awa_beat.outcomes import (

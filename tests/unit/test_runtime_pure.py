@@ -7,7 +7,8 @@ from datetime import datetime, timezone
 import pytest
 
 from awa_beat._db.records import ScheduleRow
-from awa_beat._ops.operations import check_owners, merge_entry
+from awa_beat._ops.operations import check_owners
+from awa_beat._schedules.stored_entries import merge_entry
 from awa_beat.errors import ScheduleOwned
 
 NOW = datetime(2026, 12, 3, tzinfo=timezone.utc)

@@ -27,7 +27,8 @@ from ..._ops.forms import (
     entry_from_form,
     form_values,
 )
-from ..._ops.operations import ScheduleBounds, ScheduleView, last_fire, next_fire
+from ..._ops.records import ScheduleBounds, ScheduleView
+from ..._ops.rows import last_fire, next_fire
 from ..._schedules.describe import describe
 from ..._schedules.fire_times import POLICIES
 from ..._schedules.spec import DISPATCHES

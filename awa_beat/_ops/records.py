@@ -1,0 +1,346 @@
+"""The operations layer's answers: plain records that the command line, the Python API,
+the metrics and the dashboard each render their own way.
+
+The records live here, not in :mod:`awa_beat._db.records`, because they are this layer's
+answers and only it and its callers use them; ``_db.records`` holds what the store, the
+engine and the runtime pass among themselves. A record may compute a reading of its row
+(the last fire, the bounds) with the pure schedule code, but it never reads the database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from datetime import datetime, timedelta
+from typing import Any
+
+from .._db.lock import skew_words
+from .._db.records import ScheduleRow
+from .._schedules.markers import Bounds
+from .._schedules.runs import fired_at, whole_second
+from .._schedules.stored_entries import split_schedule
+
+
+@dataclass(frozen=True)
+class ScheduleView:
+    """A stored schedule as an operator sees it."""
+
+    row: ScheduleRow
+    next_fire: datetime | None
+    """The next fire after now, or None (no further fire, or the row is invalid)."""
+    problem: str | None = None
+    """Why the row cannot fire (a bad expression, zone or policy), or None."""
+    orphan: bool = False
+    """Registered by the app's deployment, but no longer in its beat_schedule."""
+    never_fires: str | None = None
+    """Why a valid row that is not retired has no fire left (an end or an ``at()``
+    past, an rrule spent), or None: it will never fire again."""
+
+    @property
+    def name(self) -> str:
+        return self.row.name
+
+    @property
+    def invalid(self) -> bool:
+        return self.problem is not None
+
+    @property
+    def paused(self) -> bool:
+        """Paused (by an operator, or retired by its last run): nothing fires on its own,
+        whatever :attr:`next_fire` says it would be once resumed."""
+        return self.row.paused_at is not None
+
+    @property
+    def last_fire(self) -> datetime | None:
+        """The fire time of its latest fire, or None when it has not fired (see
+        :func:`awa_beat._schedules.runs.fired_at`)."""
+        row = self.row
+        return fired_at(row.cron_expr, row.timezone, row.last_enqueued_at, row.created_at)
+
+    @property
+    def quiet_since(self) -> datetime | None:
+        """When it has not fired: the instant since which it has not, if that is not its
+        registration (its calendar changed then); else None."""
+        cursor = self.row.last_enqueued_at
+        if self.last_fire is not None or cursor is None:
+            return None
+        return cursor if cursor > whole_second(self.row.created_at) else None
+
+    @property
+    def owner(self) -> str | None:
+        """``"config"`` (its deployment's beat_schedule), ``"runtime"`` (written by the
+        Python API or ``awa-beat add``), or None (not written by awa-beat)."""
+        return self.row.owner
+
+    @property
+    def bounds(self) -> ScheduleBounds:
+        """Its bounds and outcome settings, as fields (``.bounds.max_runs``, ...)."""
+        return ScheduleBounds.of(self.row)
+
+    @property
+    def owner_text(self) -> str:
+        """Who owns the row, for people: ``proj``, ``runtime (via proj)``, ..."""
+        row = self.row
+        if row.owner == "runtime":
+            return f"runtime (via {row.deployment})" if row.deployment else "runtime"
+        return row.deployment or "(not awa-beat)"
+
+
+@dataclass(frozen=True)
+class UpcomingFire:
+    at: datetime
+    note: str = ""
+    """Set when the zone's UTC offset changed since the previous fire (DST)."""
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """One job fired (or triggered) from a schedule."""
+
+    job_id: int
+    schedule: str | None
+    fire_time: str | None
+    """As stored in the job's metadata (``YYYY-MM-DD HH:MM:SS+00``); None if triggered."""
+    triggered_manually: bool
+    state: str
+    task_id: str | None
+    """The Celery task id, once the bridge published the job."""
+    created_at: datetime
+
+    @classmethod
+    def from_job(cls, job: Mapping[str, Any]) -> JobRecord:
+        meta = job["metadata"] or {}
+        return cls(job["id"], meta.get("cron_name"), meta.get("cron_fire_time"),
+                   bool(meta.get("triggered_manually")), job["state"],
+                   meta.get("celery_task_id"), job["created_at"])
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    """One occurrence of a schedule (``awa-beat history NAME``): a fire and what became
+    of it, a manual trigger, a fire the overlap policy skipped, or fires a coalesce left
+    out."""
+
+    kind: str
+    """``fired``, ``triggered``, ``skipped`` or ``coalesced``."""
+    at: datetime
+    """The fire time (a trigger: when it was made; coalesced: the first fire left out)."""
+    job_id: int | None = None
+    task_id: str | None = None
+    job_state: str | None = None
+    outcome: str | None = None
+    """``started``, ``succeeded``, ``failed``, ``retried``, ``revoked``, ``lost``, or None
+    while nothing is known (not run yet, or the worker does not record outcomes)."""
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    runtime: float | None = None
+    """Seconds the last run took."""
+    worker: str | None = None
+    error: str | None = None
+    duplicates: int = 0
+    """Deliveries of this fire beyond the first that started a run."""
+    last_fire_time: datetime | None = None
+    """Coalesced: the last fire left out."""
+    count: int = 1
+    """Coalesced: how many fires were left out."""
+    reason: str | None = None
+    schedule: str | None = None
+    """The schedule's name."""
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Occurrence:
+        return cls(**{f.name: row[f.name] for f in fields(cls)})
+
+
+#: The outcomes of a run that make its schedule "failing".
+FAILED_OUTCOMES = frozenset({"failed", "lost"})
+
+
+@dataclass(frozen=True)
+class Overdue:
+    """A schedule that is overdue, and why (:func:`~awa_beat._schedules.runs.overdue_reasons`)."""
+
+    name: str
+    reasons: tuple[str, ...]
+    last_fire: datetime | None
+    last_outcome: str | None
+
+
+@dataclass(frozen=True)
+class BeatView:
+    """A beat process seen recently (its heartbeat row)."""
+
+    identity: str
+    host: str
+    pid: int
+    deployment: str
+    lock_key: int
+    role: str
+    started_at: datetime
+    leader_since: datetime | None
+    seen_at: datetime
+    last_lag_ms: float | None
+    clock_skew_ms: float | None
+    """Its clock against the database's at its last election or ping, in milliseconds
+    (positive: the database's is ahead, the host's behind); None: not measured yet."""
+    age: timedelta
+    """How long ago it was seen, by the database's clock."""
+    holds_lock: bool
+    """Whether its leader lock is held right now."""
+    publishes: bool
+    """Whether it publishes its deployment's jobs for Celery (it has the dispatch bridge;
+    only while it leads)."""
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> BeatView:
+        return cls(**{f.name: row[f.name] for f in fields(cls)})
+
+    @property
+    def clock(self) -> str:
+        """Its clock against the database's, in words ("-": not measured yet)."""
+        return "-" if self.clock_skew_ms is None else skew_words(self.clock_skew_ms / 1000)
+
+
+@dataclass(frozen=True)
+class DeploymentBacklog:
+    """One deployment's jobs for Celery not yet published, and who would publish them."""
+
+    deployment: str
+    jobs: int
+    oldest_age: float | None
+    """Seconds since the oldest of them was fired (None: none waiting)."""
+    publishers: int
+    """Beats of this deployment seen in the last minute that publish Celery jobs; with
+    none, the jobs wait until one runs."""
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    leaders: list[BeatView]
+    """Leaders whose lock is really held (normally one per lock key)."""
+    standbys: list[BeatView]
+    backlog: int
+    """Jobs for Celery the bridge has not published yet (every deployment's)."""
+    overdue: list[Overdue] = field(default_factory=list)
+    backlogs: list[DeploymentBacklog] = field(default_factory=list)
+    """Per deployment, by name: every deployment with jobs waiting or a beat that
+    publishes."""
+    stranded: dict[str, int] = field(default_factory=dict)
+    """Jobs left for Awa workers where Awa is not installed (nothing runs them), by
+    deployment."""
+
+    @property
+    def unpublished(self) -> list[DeploymentBacklog]:
+        """The deployments whose jobs wait and no beat seen publishes."""
+        return [b for b in self.backlogs if b.jobs and not b.publishers]
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """Who runs the jobs of a row of one deployment and dispatch, as the cluster is now
+    (:meth:`~awa_beat._ops.cluster.Cluster.delivery`)."""
+
+    deployment: str
+    dispatch: str
+    runner: str
+    """Who runs its jobs, in words."""
+    warning: str | None = None
+    """Why they may never run (nothing seen that runs them), or None."""
+    refusal: str | None = None
+    """Why they will not run while others would (a mistake to refuse), or None."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """One of doctor's checks: what was checked, and how to fix it when it failed."""
+
+    ok: bool
+    what: str
+    fix: str = ""
+    details: tuple[str, ...] = ()
+    """The offending items (schedule names, with the reason)."""
+
+
+#: The list counts the rows its filter matches up to this many; past it, it says "over".
+COUNT_LIMIT = 10_000
+
+
+@dataclass(frozen=True)
+class ScheduleFilter:
+    """What the dashboard's list is narrowed to; every filter runs in SQL."""
+
+    search: str | None = None
+    """Text the name contains (case-insensitive)."""
+    paused: bool | None = None
+    owner: str | None = None
+    """A deployment, or '' for rows no awa-beat registered."""
+    owned_by: str | None = None
+    """``"config"`` or ``"runtime"``: who writes the row (see :attr:`ScheduleView.owner`)."""
+    names: frozenset[str] | None = None
+    """A set computed elsewhere (overdue, failing schedules) to narrow to."""
+
+
+@dataclass(frozen=True)
+class SchedulePage:
+    """One page of the list, in name order."""
+
+    views: list[ScheduleView]
+    notes: dict[str, str]
+    """The note of each paused schedule's pause, where one was given."""
+    total: int
+    """Rows the filter matches, counted up to :data:`COUNT_LIMIT` + 1 (more: "over")."""
+    has_next: bool
+    has_previous: bool
+
+
+@dataclass(frozen=True)
+class QueuePause:
+    """An Awa queue that is paused (``awa.queue_meta``): its jobs wait, fires pile up."""
+
+    queue: str
+    paused_at: datetime | None
+    paused_by: str | None
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One action taken through a dashboard (``awa_beat.audit_log``)."""
+
+    id: int
+    at: datetime
+    actor: str
+    source: str
+    remote_addr: str | None
+    action: str
+    schedule: str | None
+    detail: dict[str, Any]
+    outcome: str
+
+
+@dataclass(frozen=True)
+class ScheduleBounds:
+    """When a schedule may fire and what it expects of its runs, as fields: the bounds
+    (``start_time``, ``end_time``, ``max_runs``, ``one_off``) and the outcome settings
+    ``overlap`` and ``deadline`` (seconds)."""
+
+    start_time: datetime | None = None
+    end_time: datetime | None = None
+    max_runs: int | None = None
+    """The run limit in all (1 for a one-off and ``at``), or None."""
+    one_off: bool = False
+    overlap: str = "allow"
+    deadline: float | None = None
+
+    @classmethod
+    def of(cls, row: ScheduleRow) -> ScheduleBounds:
+        if row.cron_expr.startswith("@at "):
+            bounds = Bounds(runs=1)
+        else:
+            bounds = split_schedule(row.cron_expr)[1]
+        outcomes = (row.metadata or {}).get("awa_beat") or {}
+        deadline = outcomes.get("deadline")
+        return cls(bounds.start, bounds.end, bounds.runs, bounds.runs == 1,
+                   str(outcomes.get("overlap") or "allow"),
+                   float(deadline) if isinstance(deadline, (int, float)) else None)
+
+
