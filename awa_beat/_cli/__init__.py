@@ -1,9 +1,9 @@
 """The ``awa-beat`` command line (also ``celery -A proj awa ...``).
 
-One module per command group; each command parses its options, calls the operations
-layer (:mod:`awa_beat._ops.operations`) and prints. User mistakes (a bad URL, an unreachable
-database, an unknown name) end in a one-line error and a non-zero exit code, never a
-traceback.
+Each command group has a module of its own. A command parses its options, calls the
+operations layer (:mod:`awa_beat._ops.operations`) and prints the result. A user's mistake
+(a bad URL, an unreachable database, an unknown name) ends in a one-line error and a
+non-zero exit code, never in a traceback.
 """
 
 from __future__ import annotations

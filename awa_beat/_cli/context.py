@@ -1,9 +1,9 @@
-"""What every command shares: finding the Celery app and the database, the common
-options, and turning awa-beat's errors into one line on stderr.
+"""The parts that every command shares: they find the Celery app and the database, define
+the common options, and turn awa-beat's errors into one line on stderr.
 
-Every entry point finds its database the same way (:func:`database_url_for`):
-``awa-beat ...``, ``celery -A proj awa ...`` (the app comes from Celery's context) and
-``awa-beat import -A proj`` (the app named by ``-A``).
+Every entry point finds its database in the same way (:func:`database_url_for`):
+``awa-beat ...``, ``celery -A proj awa ...`` (where the app comes from Celery's context)
+and ``awa-beat import -A proj`` (where ``-A`` names the app).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def friendly_errors(func: F) -> F:
-    """Print awa-beat errors as ``error: ...`` and exit 1 instead of a traceback. The
-    README promises 1 for every mistake, "no database" included; 2 stays click's own, for
-    a command line it cannot parse."""
+    """Print an awa-beat error as ``error: ...`` and exit with 1 instead of showing a
+    traceback. The README promises exit code 1 for every mistake, "no database" included;
+    code 2 stays click's own, for a command line that it cannot parse."""
 
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -51,26 +51,31 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON."
 
 
 def context_app() -> Any:
-    """The Celery app of ``celery -A proj awa ...``, if run that way."""
+    """Return the Celery app of ``celery -A proj awa ...`` when the command runs that way,
+    else None."""
     ctx = click.get_current_context(silent=True)
     return getattr(ctx.find_root().obj, "app", None) if ctx is not None else None
 
 
 def database_url_for(explicit: str | None, app: Any = None) -> str:
-    """The database for ``--database-url`` (or $AWA_BEAT_DATABASE_URL), else ``app``'s
-    (default: the app of ``celery -A``), else the embedded server a beat started here."""
+    """Return the database URL that ``--database-url`` (or $AWA_BEAT_DATABASE_URL) gives.
+    Without one, return the database of ``app`` (by default the app of ``celery -A``), and
+    without an app, the embedded server that a beat started on this host."""
     return find_database_url(explicit, app if app is not None else context_app())
 
 
 def open_store(explicit: str | None, app: Any = None) -> Store:
-    """The store of :func:`database_url_for`; not yet opened (use ``with``)."""
+    """Return a store on the database of :func:`database_url_for`. The store is not open
+    yet: use it in a ``with`` block."""
     return Store(database_url_for(explicit, app), max_size=1)
 
 
 def operations_kwargs() -> dict[str, Any]:
-    """How :class:`Operations` learns the app's settings (how ``add`` reads an entry),
-    its deployment and its configured names (to flag orphans), under ``celery -A``; the
-    environment's settings and no orphans otherwise."""
+    """Return the keyword arguments that tell :class:`Operations` about the app.
+
+    Under ``celery -A``, they carry the app's settings (which decide how ``add`` reads an
+    entry), its deployment and its configured names (so that orphans can be flagged).
+    Otherwise they carry the environment's settings, and no orphans are flagged."""
     app = context_app()
     if app is None:
         return {"settings": settings_for(None)}
@@ -87,6 +92,6 @@ def operations_kwargs() -> dict[str, Any]:
 
 @contextmanager
 def operations(explicit: str | None) -> Iterator[Operations]:
-    """The operations layer on the database of :func:`database_url_for`."""
+    """Open the operations layer on the database of :func:`database_url_for`."""
     with Operations.open(database_url_for(explicit), **operations_kwargs()) as ops:
         yield ops

@@ -1,5 +1,5 @@
-"""How the commands print: aligned tables, times in UTC or a schedule's zone, and the
-JSON shapes of ``--json`` (stable: scripts read them)."""
+"""How the commands print: aligned tables, times in UTC or in a schedule's zone, and the
+JSON shapes of ``--json``. Those shapes are stable, because scripts read them."""
 
 from __future__ import annotations
 
@@ -21,13 +21,14 @@ from ..errors import AwaBeatError
 
 
 def iso(value: datetime | None) -> str | None:
-    """An instant in ISO 8601, in UTC (None stays None)."""
+    """Return an instant in ISO 8601, in UTC. None stays None."""
     return value.astimezone(timezone.utc).isoformat() if value else None
 
 
 def fmt(value: datetime | None, zone: str | None = None) -> str:
-    """An instant for a table: ``YYYY-MM-DD HH:MM:SS`` in UTC, or in ``zone`` with its
-    abbreviation; ``-`` when there is none (or the zone is unknown)."""
+    """Return an instant as a table shows it: ``YYYY-MM-DD HH:MM:SS`` in UTC, or in
+    ``zone`` with the zone's abbreviation. Return ``-`` when there is no instant or the
+    zone is unknown."""
     if value is None:
         return "-"
     if zone:
@@ -39,7 +40,7 @@ def fmt(value: datetime | None, zone: str | None = None) -> str:
 
 
 def table(headers: list[str], rows: list[list[str]]) -> str:
-    """Left-aligned columns two spaces apart, without trailing blanks."""
+    """Return the rows as left-aligned columns two spaces apart, without trailing blanks."""
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
               for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
@@ -49,8 +50,9 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def schedule_json(view: ScheduleView) -> dict[str, Any]:
-    """``next_fire`` is None while paused (``next_fire_if_resumed`` says when it would
-    be); ``last_fire`` None when it never fired (``last_enqueued_at`` is the cursor)."""
+    """Return a schedule's JSON shape. ``next_fire`` is None while the schedule is paused,
+    and ``next_fire_if_resumed`` says when it would be. ``last_fire`` is None when the
+    schedule never fired, and ``last_enqueued_at`` holds the cursor."""
     row = view.row
     return {
         "name": row.name, "schedule": row.cron_expr, "timezone": row.timezone,
@@ -67,14 +69,15 @@ def schedule_json(view: ScheduleView) -> dict[str, Any]:
 
 
 def bounds_json(bounds: ScheduleBounds) -> dict[str, Any]:
-    """A schedule's bounds and outcome settings, as ``add``/``edit`` take them."""
+    """Return a schedule's bounds and outcome settings in the form that ``add`` and
+    ``edit`` take them."""
     return {"start_time": iso(bounds.start_time), "end_time": iso(bounds.end_time),
             "max_runs": bounds.max_runs, "one_off": bounds.one_off,
             "overlap": bounds.overlap, "deadline": bounds.deadline}
 
 
 def bounds_lines(bounds: ScheduleBounds) -> list[tuple[str, str]]:
-    """The same for ``show``: one labelled line each."""
+    """Return the same settings for ``show``, as one labelled line each."""
     return [("start", f"{fmt(bounds.start_time)} UTC" if bounds.start_time else "-"),
             ("end", f"{fmt(bounds.end_time)} UTC" if bounds.end_time else "-"),
             ("max runs", str(bounds.max_runs) if bounds.max_runs is not None else "-"),
@@ -83,8 +86,8 @@ def bounds_lines(bounds: ScheduleBounds) -> list[tuple[str, str]]:
 
 
 def next_fire_text(view: ScheduleView) -> str:
-    """The next fire in UTC, or why there is none: invalid, never fires again, retired,
-    paused."""
+    """Return the next fire in UTC, or the reason why there is none: the schedule is
+    invalid, never fires again, is retired or is paused."""
     if view.problem:
         return "INVALID: " + view.problem
     if view.never_fires:
@@ -97,7 +100,7 @@ def next_fire_text(view: ScheduleView) -> str:
 
 
 def last_fire_text(view: ScheduleView) -> str:
-    """The latest fire in UTC, ``never``, or ``none since <the calendar's change>``."""
+    """Return the latest fire in UTC, ``never``, or ``none since <the calendar's change>``."""
     if view.last_fire is not None:
         return fmt(view.last_fire)
     if view.quiet_since is not None:
@@ -125,8 +128,8 @@ def backlog_json(b: DeploymentBacklog) -> dict[str, Any]:
 
 
 def backlog_text(b: DeploymentBacklog) -> str:
-    """One deployment's outbox: ``deployment proj: 3 job(s), oldest 12 s; 2 beat(s)
-    publish``, loud when none does."""
+    """Describe one deployment's outbox, such as ``deployment proj: 3 job(s), oldest 12 s;
+    2 beat(s) publish``. The line is loud when no beat publishes."""
     oldest = f", oldest {b.oldest_age:.0f} s" if b.oldest_age is not None else ""
     who = (f"{b.publishers} beat(s) publish" if b.publishers
            else "NO beat of this deployment publishes them")
@@ -134,7 +137,7 @@ def backlog_text(b: DeploymentBacklog) -> str:
 
 
 def check_text(check: Check) -> str:
-    """``[ok] what`` or ``[FAIL] what`` with the offending items and the fix below."""
+    """Return ``[ok] what``, or ``[FAIL] what`` followed by the offending items and the fix."""
     return (f"[{'ok' if check.ok else 'FAIL'}] {check.what}"
             + "".join(f"\n       - {item}" for item in check.details)
             + ("" if check.ok else f"\n       fix: {check.fix}"))
@@ -168,9 +171,9 @@ def occurrence_run_time(o: Occurrence) -> str:
 
 
 def occurrence_table(found: list[Occurrence], *, schedules: bool = False) -> str:
-    """Occurrences with what became of each (never the bare job state: a Celery job is
-    ``completed`` once published, whatever its task then did); ``schedules`` adds
-    whose each one is."""
+    """Return the occurrences with what became of each one. The bare job state is never
+    shown, because a Celery job is ``completed`` once it is published, whatever its task
+    then did. With ``schedules``, each line also names the schedule it belongs to."""
     headers = ["FIRE TIME (UTC)", "KIND", "JOB", "OUTCOME", "RUN TIME", "WORKER", "DETAIL"]
     rows = [[occurrence_time(o), o.kind, str(o.job_id or "-"), occurrence_outcome(o),
              occurrence_run_time(o), o.worker or "-", o.error or o.reason or ""]

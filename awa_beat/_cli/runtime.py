@@ -1,9 +1,11 @@
-"""``awa-beat add|edit``: schedules written at run time, as the Python API writes them.
+"""``awa-beat add|edit``: these commands write schedules at run time, as the Python API
+writes them.
 
-The options build a ``beat_schedule`` entry (:func:`awa_beat._schedules.entries.entry_from_options`,
-shared with the dashboard's forms), which the operations layer validates exactly as beat
-validates its configuration, with the app's settings under ``celery -A proj awa``. A
-mistake writes nothing and ends in an error message and a non-zero exit code.
+The options build a ``beat_schedule`` entry (with
+:func:`awa_beat._schedules.entries.entry_from_options`, which the dashboard's forms share).
+The operations layer validates the entry exactly as beat validates its configuration, and
+under ``celery -A proj awa`` it uses the app's settings. A mistake writes nothing and ends
+in an error message and a non-zero exit code.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def entry_options(func: F) -> F:
-    """The options shared by add and edit."""
+    """Add the options that add and edit share."""
     for decorator in reversed([
         click.option("--task", help="The task's name."),
         click.option("--cron", metavar="EXPR",
@@ -131,8 +133,9 @@ def add(name: str, database_url: str | None, as_json: bool, replace: bool, force
         if deployment:
             ops.settings = dataclasses.replace(ops.settings, deployment=deployment)
         (spec,) = ops.specs({name: entry})
-        # Without an app the defaults (deployment 'default', dispatch awa) are rarely what
-        # the beats serve: say what the row gets, and refuse a row nothing would run.
+        # Without an app, the defaults (deployment 'default', dispatch awa) are rarely what
+        # the beats serve. The command therefore says what the row gets, and it refuses a
+        # row that nothing would run.
         delivery = ops.cluster.delivery(ops.settings.deployment, spec.dispatch)
         _refuse_unserved(name, delivery)
         ops.add({name: entry}, replace=replace, force=force)
@@ -173,7 +176,8 @@ def edit(name: str, database_url: str | None, as_json: bool, force: bool,
     with operations(database_url) as ops:
         delivery = None
         if deployment or dispatch:
-            # Who runs its jobs changes: vetted as add vets a new row.
+            # The edit changes who runs the schedule's jobs, so the row is vetted as add
+            # vets a new row.
             delivery = ops.edit_delivery(name, deployment=deployment, dispatch=dispatch)
             _refuse_unserved(name, delivery)
         ops.update(name, changes, force=force, deployment=deployment)

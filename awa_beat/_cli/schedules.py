@@ -96,7 +96,7 @@ def trigger(database_url: str | None, name: str) -> None:
 def remove(database_url: str | None, name: str, yes: bool) -> None:
     """Delete NAME's row (jobs it already fired stay)."""
     with operations(database_url) as ops:
-        ops.get(name)  # an unknown name is an error before any question
+        ops.get(name)  # An unknown name is an error before any question is asked.
         if not yes:
             click.confirm(f"remove schedule {name!r}?", abort=True)
         ops.remove(name)
@@ -183,7 +183,7 @@ def export(database_url: str | None, fmt_: str, app_timezone: str | None,
 
 
 def _json_value(value: object) -> str:
-    """Bounds given as datetimes, as ISO 8601 (which an import reads back)."""
+    """Encode a bound given as a datetime in ISO 8601, the form that an import reads back."""
     if isinstance(value, datetime):
         return value.isoformat()
     raise TypeError(f"{type(value).__name__} is not JSON")

@@ -14,7 +14,8 @@ PASSWORD_ENV = "AWA_BEAT_WEB_PASSWORD"
 
 
 def read_password(password_file: str | None) -> str | None:
-    """The login password: the first line of ``password_file``, else $AWA_BEAT_WEB_PASSWORD."""
+    """Return the login password: the first line of ``password_file``, else
+    $AWA_BEAT_WEB_PASSWORD."""
     if password_file:
         try:
             text = Path(password_file).read_text(encoding="utf-8")
@@ -62,7 +63,7 @@ def web(database_url: str | None, bind: str, port: int, password_file: str | Non
                        trusted_proxies=trusted_proxies or ("127.0.0.1", "::1"),
                        allowed_origins=allowed_origins, allowed_hosts=allowed_hosts,
                        read_only=read_only)
-    check_bind(bind, config)  # before the database: a refusal needs none
+    check_bind(bind, config)  # This runs before the database opens: a refusal needs none.
     app = create_app(database_url_for(database_url), config=config)
     try:
         server = make(app, bind, port)
