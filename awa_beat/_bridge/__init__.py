@@ -1,8 +1,8 @@
-"""The Celery dispatch bridge: fired jobs become Celery task messages, at least once.
+"""The Celery dispatch bridge: it turns fired jobs into Celery task messages, at least once.
 
 ``awa.jobs`` is the outbox. A job whose ``metadata.celery.dispatch`` is ``"celery"``
 stays ``available`` until the broker has accepted its message; then it is marked
-``completed`` with its task id. So:
+``completed`` with its task id. This has two consequences:
 
 * a crash between the fire's commit and the publish, or a broker outage, leaves the job
   pending, and whichever replica leads publishes it later (in fire order);
@@ -10,22 +10,23 @@ stays ``available`` until the broker has accepted its message; then it is marked
   **same task id**, derived from (schedule name, fire time), so a republish is
   recognisable: delivery is at least once, never lost.
 
-Messages are built by Celery itself (``app.send_task`` into a producer that records
-instead of sending), so routing, headers and properties are exactly what Celery's own
-beat sends, including the ``celery_beat_task`` header Celery 5.7 adds; a relative
-``expires`` counts from the fire time. They are then published in batches: on AMQP
-with publisher confirms, waiting for the broker's acks once per batch rather than once
-per message; on other transports (Redis, filesystem, ...) a returned publish is an
-accepted one.
+Celery itself builds the messages (``app.send_task`` into a producer that records
+instead of sending), so their routing, headers and properties are exactly what Celery's
+own beat sends, including the ``celery_beat_task`` header that Celery 5.7 adds. A
+relative ``expires`` counts from the fire time. The messages are then published in
+batches. On AMQP the bridge uses publisher confirms and waits for the broker's acks once
+per batch rather than once per message; on other transports (Redis, filesystem, ...) a
+publish that returns counts as accepted.
 
-The modules, one concern each:
+Each module has one concern:
 
-* :mod:`.messages`: task ids, and the Celery message of a job row;
-* :mod:`.publisher`: the broker connection, publishing batches with confirms;
-* :mod:`.amqp`: cheaper property encoding and socket writes on py-amqp;
-* :mod:`.outbox`: :class:`Bridge`, draining the outbox, marking and purging;
-* :mod:`.dispatcher`: :class:`Dispatcher`, the bridge on a thread of its own, so that
-  firing never waits on the broker.
+* :mod:`.messages` derives task ids and builds the Celery message of a job row;
+* :mod:`.publisher` holds the broker connection and publishes batches with confirms;
+* :mod:`.amqp` makes property encoding and socket writes cheaper on py-amqp;
+* :mod:`.outbox` holds :class:`Bridge`, which drains the outbox, marks jobs and purges
+  them;
+* :mod:`.dispatcher` holds :class:`Dispatcher`, which runs the bridge on a thread of its
+  own, so that firing never waits on the broker.
 """
 
 from __future__ import annotations

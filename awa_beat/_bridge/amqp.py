@@ -1,22 +1,22 @@
-"""The bridge's publish loop on py-amqp, made cheaper in three ways.
+"""The bridge's publish loop on py-amqp. This module makes it cheaper in three ways.
 
-**Properties encoded incrementally.** py-amqp encodes every message's properties from
-scratch: Celery's twenty-odd headers, each through a chain of ``isinstance`` checks into
-a ``BytesIO``, which is most of the CPU a publish costs. The bridge publishes copies of
-one template message that differ in a handful of headers (task id, args repr, expiry),
-so :class:`HeaderTable` keeps the encoded bytes of every header a copy shares with its
-template, by identity, and encodes only the others. Every value is encoded by py-amqp's
-own ``dumps`` except strings and short strings, whose encoding the AMQP 0-9-1 spec
-fixes; the tests compare the result with py-amqp's, byte for byte.
+**Properties are encoded incrementally.** py-amqp encodes every message's properties from
+scratch: it passes Celery's twenty-odd headers, each through a chain of ``isinstance``
+checks, into a ``BytesIO``, and that is most of the CPU a publish costs. The bridge
+publishes copies of one template message that differ in a handful of headers (task id,
+args repr, expiry), so :class:`HeaderTable` keeps the encoded bytes of every header a
+copy shares with its template, by identity, and encodes only the others. py-amqp's own
+``dumps`` encodes every value except strings and short strings, whose encoding the AMQP
+0-9-1 spec fixes; the tests compare the result with py-amqp's, byte for byte.
 
-**Frames put together directly.** :class:`PublishFrames` builds a publish's method,
+**Frames are put together directly.** :class:`PublishFrames` builds a publish's method,
 header and body frames from cached parts, where py-amqp goes through a ``Message``, its
 generic method writer and a locked shared buffer for each one.
 
-**Frames written in few system calls.** py-amqp writes every message to the socket on
-its own (one ``sendall`` per message); :func:`coalesced_writes` gathers a batch's frames
-and writes them in chunks of up to 256 KiB: a system call per message costs about as
-much as building the message.
+**Frames are written in few system calls.** py-amqp writes every message to the socket
+on its own (one ``sendall`` per message). :func:`coalesced_writes` gathers a batch's
+frames and writes them in chunks of up to 256 KiB, because a system call per message
+costs about as much as building the message.
 """
 
 from __future__ import annotations
@@ -31,33 +31,35 @@ from amqp.serialization import dumps
 
 
 def _item(key: str, value: Any) -> bytes:
-    """One field-table entry: the key as a short string, then the typed value."""
+    """Encode one field-table entry: the key as a short string, then the typed value."""
     if type(value) is str:
         return _short(key) + b"S" + _long(value)
-    return dumps("F", [{key: value}])[4:]  # a one-entry table, less its length
+    return dumps("F", [{key: value}])[4:]  # This drops the one-entry table's length.
 
 
 def _long(value: str) -> bytes:
-    """A long string (a text field's value): its length in four bytes, then UTF-8."""
+    """Encode a long string (a text field's value): its length in four bytes, then UTF-8."""
     data = value.encode("utf-8", "surrogatepass")
     return pack(">I", len(data)) + data
 
 
 class HeaderTable:
-    """Encodes the header tables (and the other properties) of messages that mostly
-    repeat one template's."""
+    """Encode the header tables (and the other properties) of messages that mostly repeat
+    one template's."""
 
     __slots__ = ("_known", "_scalars", "_text_keys")
 
     def __init__(self, template: dict[str, Any]) -> None:
         self._known = {k: (v, _item(k, v)) for k, v in template.items()}
         self._text_keys: dict[str, bytes] = {}
-        """A key's encoding and the type of a string value, for the headers that differ."""
+        """This holds a key's encoding and the type of a string value, for the headers
+        that differ."""
         self._scalars: dict[str, tuple[Any, bytes]] = {}
-        """The last value of each other property, encoded: most repeat the template's."""
+        """This holds the last value of each other property, encoded, because most of
+        them repeat the template's."""
 
     def scalar(self, key: str, kind: str, value: Any) -> bytes:
-        """A property other than the headers, encoded as py-amqp does."""
+        """Encode a property other than the headers, as py-amqp does."""
         last = self._scalars.get(key)
         if last is not None and last[0] is value:
             return last[1]
@@ -96,14 +98,14 @@ def _short(value: str | bytes) -> bytes:
     return pack("B", len(data)) + data
 
 
-#: Basic's fourteen properties in their order on the wire, each with its flag bit: they
-#: fit one flags word.
+#: Basic's fourteen properties in their order on the wire, each with its flag bit. They
+#: fit in one flags word.
 _PROPERTIES = [(key, kind, 1 << (15 - i)) for i, (key, kind) in enumerate(Message.PROPERTIES)]
 
 
 def encode_properties(props: dict[str, Any], table: HeaderTable) -> bytes:
-    """A content header's property flags and values, as py-amqp's ``Message`` encodes
-    them, with ``application_headers`` through ``table``."""
+    """Encode a content header's property flags and values as py-amqp's ``Message``
+    encodes them, with ``application_headers`` encoded through ``table``."""
     flags = 0
     values: list[bytes] = []
     for key, kind, bit in _PROPERTIES:
@@ -119,13 +121,13 @@ _FRAME_END = b"\xce"
 
 
 class PublishFrames:
-    """The frames of ``basic.publish`` on one channel, built straight to bytes.
+    """Build the frames of ``basic.publish`` on one channel straight to bytes.
 
-    py-amqp writes each publish through its generic method writer: the method's
-    arguments encoded by signature, the frames packed into a shared buffer under a
-    lock, a ``Message`` object in between. Every publish of a batch has the same
-    method frame but for a few routes, and the content header differs in a few
-    headers only, so the frames are put together here from cached parts; the tests
+    py-amqp writes each publish through its generic method writer: it encodes the
+    method's arguments by signature and packs the frames into a shared buffer under a
+    lock, with a ``Message`` object in between. Every publish of a batch has the same
+    method frame except for a few routes, and its content header differs in a few
+    headers only, so this class puts the frames together from cached parts. The tests
     compare them with py-amqp's frame writer, byte for byte.
     """
 
@@ -133,7 +135,7 @@ class PublishFrames:
 
     def __init__(self, channel_id: int, frame_max: int) -> None:
         self._channel = channel_id
-        self._chunk = frame_max - 8  # a frame's payload, less its header and end
+        self._chunk = frame_max - 8  # A frame's payload is its size less its header and end.
         self._methods: dict[tuple[str, str], bytes] = {}
 
     def _frame(self, kind: int, payload: bytes) -> bytes:
@@ -141,8 +143,9 @@ class PublishFrames:
 
     def publish(self, exchange: str, routing_key: str, body: str | bytes,
                 properties: dict[str, Any], table: HeaderTable) -> bytes:
-        """Every frame of one unmandatory publish of ``body``. A text body is encoded
-        in its ``content_encoding`` (set to UTF-8 if there is none), as py-amqp does."""
+        """Return every frame of one unmandatory publish of ``body``. A text body is
+        encoded in its ``content_encoding`` (set to UTF-8 if there is none), as py-amqp
+        does."""
         method = self._methods.get((exchange, routing_key))
         if method is None:
             args = dumps("Bssbb", (0, exchange, routing_key, False, False))
@@ -165,20 +168,21 @@ class PublishFrames:
         return b"".join(parts)
 
 
-#: Bytes gathered before :func:`coalesced_writes` writes them out.
+#: How many bytes :func:`coalesced_writes` gathers before it writes them out.
 WRITE_CHUNK = 256 * 1024
 
 
 @contextmanager
 def coalesced_writes(transport: Any, chunk: int = WRITE_CHUNK) -> Iterator[None]:
     """Within the block, gather what py-amqp writes to ``transport`` and write it in
-    chunks of about ``chunk`` bytes, the rest on leaving the block normally.
+    chunks of about ``chunk`` bytes. The rest is written when the block ends normally.
 
     Frames are only ever appended whole, so the broker sees the same byte stream, later
-    by at most one chunk. On an exception the unwritten frames are dropped: the caller
-    publishes them again. A transport without py-amqp's ``_write`` hook is left alone.
+    by at most one chunk. On an exception the unwritten frames are dropped, and the
+    caller publishes them again. A transport without py-amqp's ``_write`` hook is left
+    alone.
     """
-    own = transport.__dict__.get("_write")  # TCP: the socket's sendall; SSL: a method
+    own = transport.__dict__.get("_write")  # On TCP it is the socket's sendall; on SSL, a method.
     write = own or getattr(transport, "_write", None)
     if write is None:
         yield
@@ -188,7 +192,7 @@ def coalesced_writes(transport: Any, chunk: int = WRITE_CHUNK) -> Iterator[None]
 
     def gather(data: Any) -> None:
         nonlocal size
-        pending.append(bytes(data))  # py-amqp passes a view of a buffer it reuses
+        pending.append(bytes(data))  # py-amqp passes a view of a buffer that it reuses.
         size += len(data)
         if size >= chunk:
             flush()

@@ -1,10 +1,10 @@
-"""The Celery task message of each fired job, built by Celery itself.
+"""The Celery task message of each fired job, which Celery itself builds.
 
-The first message for a task and set of options is built by Celery (``app.send_task``
-into a producer that records instead of sending), so routing, headers and properties
-are exactly what Celery's own beat sends; the others are copies of it with their own
-task id, expiry and args. The task id is derived from the fire, so a message published
-again carries the same one.
+Celery builds the first message for a task and a set of options (``app.send_task`` into
+a producer that records instead of sending), so its routing, headers and properties are
+exactly what Celery's own beat sends. The other messages are copies of it with their own
+task id, expiry and args. The task id is derived from the fire, so a message that is
+published again carries the same one.
 """
 
 from __future__ import annotations
@@ -29,29 +29,30 @@ UTC = timezone.utc
 #: Task ids are uuid5(TASK_ID_NAMESPACE, "<cron_name>@<cron_fire_time>").
 TASK_ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://pypi.org/project/awa-beat/")
 _NAMESPACE = TASK_ID_NAMESPACE.bytes
-#: Headers the bridge puts on every message, which the workers' outcome recorder reads
-#: (awa_beat.outcomes): the job, its schedule and fire time (Awa's text form; empty for a
-#: manual trigger), and "1" when the schedule asks for at-most-once execution.
+#: The headers that the bridge puts on every message, for the workers' outcome recorder
+#: (awa_beat.outcomes) to read. They carry the job, its schedule and its fire time (in
+#: Awa's text form, and empty for a manual trigger), and "1" when the schedule asks for
+#: at-most-once execution.
 JOB_HEADER = "awa_beat_job"
 SCHEDULE_HEADER = "awa_beat_schedule"
 FIRE_TIME_HEADER = "awa_beat_fire_time"
 AT_MOST_ONCE_HEADER = "awa_beat_at_most_once"
-#: kombu's JSON of plain values, without building an encoder per message.
+#: This encoder writes kombu's JSON of plain values without building an encoder per message.
 _JSON = json.JSONEncoder()
-#: Entries in the cache of (argsrepr, kwargsrepr, body) per args.
+#: How many entries the cache of (argsrepr, kwargsrepr, body) per args holds.
 CALL_CACHE_SIZE = 512
 
 
 
 def fire_task_id(cron_name: str | None, fire_time: str | None, job_id: int) -> str:
-    """A fired job's Celery task id: the same on every republish.
+    """Return a fired job's Celery task id, which is the same on every republish.
 
     ``fire_time`` is the job's ``cron_fire_time`` in Awa's text form; a job without one
-    (a manual trigger) is known by its id instead.
+    (a manual trigger) is identified by its id instead.
     """
     key = f"{cron_name}@{fire_time}" if fire_time else f"job:{job_id}"
-    # uuid.uuid5 without the UUID object, which costs more than the hash: the tests
-    # compare the two.
+    # This is uuid.uuid5 without the UUID object, which costs more than the hash. The
+    # tests compare the two.
     digest = bytearray(sha1(_NAMESPACE + key.encode("utf-8")).digest()[:16])
     digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
     digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
@@ -61,15 +62,15 @@ def fire_task_id(cron_name: str | None, fire_time: str | None, job_id: int) -> s
 
 @dataclass(frozen=True)
 class _Plan:
-    """What the bridge makes of one set of Celery options (parsed once per set)."""
+    """What the bridge makes of one set of Celery options. Each set is parsed once."""
 
     options: dict[str, Any]
-    """apply_async options, less those the bridge owns and ``expires``."""
+    """The apply_async options, without those the bridge owns and without ``expires``."""
     expires: Any
     relative_expiry: bool
-    """``expires`` is seconds after the fire."""
+    """Whether ``expires`` counts seconds after the fire."""
     templatable: bool
-    """Messages with these options can be copied from a template."""
+    """Whether messages with these options can be copied from a template."""
 
     @classmethod
     def parse(cls, text: str) -> _Plan:
@@ -83,7 +84,7 @@ class _Plan:
 
 
 def _call(text: str | None) -> tuple[Any, dict[str, Any]]:
-    """(args, kwargs) from a job's args column, as Celery's send_task takes them."""
+    """Return (args, kwargs) from a job's args column, as Celery's send_task takes them."""
     call = json.loads(text) if text else {}
     if not isinstance(call, dict):
         call = {}
@@ -94,8 +95,8 @@ _PLAIN = (int, float, type(None))
 
 
 def _saferepr(value: Any, maxlen: int, maxlevels: int) -> str:
-    """Celery's ``saferepr``, with a shortcut for the common args: a short flat list of
-    numbers (where it is plain ``repr``), and no kwargs."""
+    """Return Celery's ``saferepr`` of the value. A shortcut serves the common args, a
+    short flat list of numbers (where saferepr equals plain ``repr``) and no kwargs."""
     if not value and isinstance(value, dict):
         return "{}"
     if (isinstance(value, list) and 0 < len(value) <= 32
@@ -107,7 +108,8 @@ def _saferepr(value: Any, maxlen: int, maxlevels: int) -> str:
 
 
 def _own_headers(job: dict[str, Any]) -> dict[str, str]:
-    """awa-beat's headers for a pending job (strings: the cheapest to encode)."""
+    """Return awa-beat's headers for a pending job. They are strings, which are the
+    cheapest to encode."""
     return {JOB_HEADER: str(job["id"]), SCHEDULE_HEADER: job["cron_name"] or "",
             FIRE_TIME_HEADER: job["cron_fire_time"] or "",
             AT_MOST_ONCE_HEADER: "1" if job.get("at_most_once") else "0"}
@@ -116,12 +118,12 @@ def _own_headers(job: dict[str, Any]) -> dict[str, str]:
 def _parse_fire_time(text: str | None) -> datetime | None:
     if not text:
         return None
-    return parse_iso(text).astimezone(UTC)  # Awa's text form: "YYYY-MM-DD HH:MM:SS+00"
+    return parse_iso(text).astimezone(UTC)  # Awa's text form is "YYYY-MM-DD HH:MM:SS+00".
 
 
 @dataclass
 class Prepared:
-    """One task message, serialised and routed, ready for any kombu channel."""
+    """One task message, serialised and routed, which any kombu channel can publish."""
 
     job_id: int
     task_id: str
@@ -135,15 +137,16 @@ class Prepared:
     exchange: str
     declare: list[Any]
     embed: Any = None
-    """The decoded body's third part (callbacks, chain, ...), kept to build copies."""
+    """The decoded body's third part (callbacks, chain, ...), which is kept to build copies."""
     table: HeaderTable | None = None
-    """Encodes the headers of this template's copies (AMQP only)."""
+    """The table that encodes the headers of this template's copies (on AMQP only)."""
     plain_json: bool | None = None
-    """The bodies of this template's copies are JSON the standard library writes."""
+    """Whether the bodies of this template's copies are JSON that the standard library
+    can write."""
 
 
 class _Recorder(Producer):
-    """A producer that keeps what Celery would publish instead of publishing it."""
+    """A producer that keeps what Celery would publish, instead of publishing it."""
 
     recorded: tuple[Any, ...] | None = None
 
@@ -156,8 +159,9 @@ class _Recorder(Producer):
 
 
 class MessageBuilder:
-    """Builds the messages of pending jobs for one Celery app, and keeps each job's until
-    it is :meth:`forget`-ten (published), so a batch published again is not rebuilt."""
+    """Build the messages of pending jobs for one Celery app. Each job's message is kept
+    until :meth:`forget` drops it (once it is published), so a batch that is published
+    again is not rebuilt."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
@@ -174,15 +178,15 @@ class MessageBuilder:
             self._recorder = None
 
     def forget(self, messages: list[Prepared]) -> None:
-        """The broker accepted ``messages``: their jobs need them no more."""
+        """Drop ``messages``: the broker accepted them, so their jobs need them no more."""
         for m in messages:
             self._prepared.pop(m.job_id, None)
 
     def prepare(self, job: dict[str, Any]) -> Prepared:
         """Build the job's message exactly as Celery's beat would send it.
 
-        ``job`` is a row of :meth:`Store.pending_celery_jobs`: its args and Celery options
-        as JSON text, so that they key the caches below without being parsed again.
+        ``job`` is a row of :meth:`Store.pending_celery_jobs`. It holds its args and Celery
+        options as JSON text, so that they key the caches below without being parsed again.
 
         Celery builds the first message for each task and set of options; the others
         are copies with their own task id, expiry, args and kwargs (body and the
@@ -200,7 +204,8 @@ class MessageBuilder:
             plan = self._plans[key] = _Plan.parse(key[1])
         expires = plan.expires
         if plan.relative_expiry:
-            # Relative to the fire, not to the publish: a late publish does not extend it.
+            # The expiry is relative to the fire, not to the publish, so a late publish
+            # does not extend it.
             fired = _parse_fire_time(job["cron_fire_time"]) or job["created_at"]
             expires = fired + timedelta(seconds=plan.expires)
         task_id = fire_task_id(job["cron_name"], job["cron_fire_time"], job["id"])
@@ -220,7 +225,8 @@ class MessageBuilder:
 
     def _copy(self, template: Prepared, job_id: int, task_id: str, expires: Any,
               call: str) -> Prepared:
-        """``template`` for another job, set the way Celery sets those fields."""
+        """Return a copy of ``template`` for another job, with the fields set the way
+        Celery sets them."""
         headers = dict(template.headers)
         headers["id"] = headers["root_id"] = task_id
         headers["argsrepr"], headers["kwargsrepr"], body = self._call_parts(template, call)
@@ -238,17 +244,17 @@ class MessageBuilder:
                         template.exchange, template.declare, template.embed, template.table)
 
     def _call_parts(self, template: Prepared, call: str) -> tuple[str, str, Any]:
-        """argsrepr, kwargsrepr and body for the JSON ``call``, cached: a schedule sends
-        the same args every time it fires."""
+        """Return argsrepr, kwargsrepr and the body for the JSON ``call``. They are cached,
+        because a schedule sends the same args every time it fires."""
         key = (id(template), call)
         parts = self._calls.get(key)
         if parts is not None:
             return parts
         args, kwargs = _call(call)
         if self._repr_limits is None:
-            # Read once: a look-up in Celery's settings is slow next to a local.
-            # task_repr_maxlevels is new in Celery 5.7; older versions use saferepr's
-            # default.
+            # The setting is read once, because a look-up in Celery's settings is slow
+            # next to a local variable. task_repr_maxlevels is new in Celery 5.7; older
+            # versions use saferepr's default.
             amqp = self.app.amqp
             self._repr_limits = (amqp.argsrepr_maxsize, amqp.kwargsrepr_maxsize,
                                  self.app.conf.get("task_repr_maxlevels", 3))
@@ -270,9 +276,9 @@ class MessageBuilder:
 
     def _plain_json(self, template: Prepared) -> bool:
         """Whether the bodies of ``template``'s copies are kombu's JSON of plain values,
-        which the standard library's encoder writes the same, at less cost. Args and
-        kwargs come from ``json.loads`` (plain always); the template's embed is
-        checked once."""
+        which the standard library's encoder writes the same way at less cost. Args and
+        kwargs come from ``json.loads``, so they are always plain; the template's embed
+        is checked once."""
         plain = template.plain_json
         if plain is None:
             name = registry.type_to_name.get(template.content_type)
@@ -282,7 +288,7 @@ class MessageBuilder:
                 try:
                     plain = _JSON.encode(template.embed) == kombu_json.dumps(template.embed)
                 except (TypeError, ValueError):
-                    plain = False  # a value only kombu's encoder knows
+                    plain = False  # This value is one that only kombu's encoder knows.
             template.plain_json = plain
         return plain
 

@@ -1,8 +1,9 @@
-"""The outbox drain: pending Celery jobs published in fire order, then marked published.
+"""The outbox drain: it publishes pending Celery jobs in fire order, then marks them
+published.
 
-:class:`Bridge` is what the beat loop drives: :meth:`~Bridge.wake` when there may be
-work, :meth:`~Bridge.due` / :meth:`~Bridge.next_wake` to know when to call
-:meth:`~Bridge.drain` and :meth:`~Bridge.purge`, and :meth:`~Bridge.close`.
+The beat loop drives :class:`Bridge`. It calls :meth:`~Bridge.wake` when there may be
+work, asks :meth:`~Bridge.due` and :meth:`~Bridge.next_wake` when to call
+:meth:`~Bridge.drain` and :meth:`~Bridge.purge`, and ends with :meth:`~Bridge.close`.
 """
 
 from __future__ import annotations
@@ -28,18 +29,18 @@ from .publisher import Publisher
 logger = logging.getLogger('awa_beat.bridge.outbox')
 
 DEFAULT_RETENTION = timedelta(days=7)
-#: The (fire key, job id) before every pending job.
+#: This (fire key, job id) sorts before every pending job.
 _START = ("", 0)
 
 
 class _Marker:
-    """Marks the batches the broker accepted as published, on a thread of its own, so
+    """Mark the batches that the broker accepted as published, on a thread of its own, so
     that the database's work overlaps the next batch's publishing.
 
-    A daemon thread fed through a SimpleQueue: nothing here takes a lock that beat's
-    SIGTERM handler (which closes the bridge from the main thread, whatever it was
-    doing) could wait on. A beat stopped mid-mark leaves those jobs pending; they are
-    published again, with the same task ids.
+    The thread is a daemon fed through a SimpleQueue, so nothing here takes a lock that
+    beat's SIGTERM handler could wait on (the handler closes the bridge from the main
+    thread, whatever that thread was doing). A beat stopped in the middle of a mark
+    leaves those jobs pending, and they are published again with the same task ids.
     """
 
     def __init__(self, store: Store) -> None:
@@ -49,8 +50,8 @@ class _Marker:
         self._thread: threading.Thread | None = None
 
     def stop(self) -> None:
-        """Let the thread end once it has marked what it was given (safe in a signal
-        handler: SimpleQueue.put is reentrant)."""
+        """Let the thread end once it has marked what it was given. This is safe in a
+        signal handler, because SimpleQueue.put is reentrant."""
         if self._thread is not None:
             self._queue.put(None)
             self._thread = None
@@ -69,12 +70,12 @@ class _Marker:
             future, ids, task_ids = item
             try:
                 future.set_result(self.store.mark_published(ids, task_ids))
-            except BaseException as exc:  # handed to the drain, which reports it
+            except BaseException as exc:  # The drain gets the error and reports it.
                 future.set_exception(exc)
 
 
 class Bridge:
-    """Publishes the leader's pending Celery jobs; call :meth:`drain` from the beat loop."""
+    """Publish the leader's pending Celery jobs. The beat loop calls :meth:`drain`."""
 
     def __init__(
         self,
@@ -99,13 +100,15 @@ class Bridge:
         self._messages = MessageBuilder(app)
         self._marker = _Marker(store)
         self._resume_after = _START
-        """Where the next drain starts: the key after the last job a drain published."""
+        """The key where the next drain starts: the key after the last job that a drain
+        published."""
         self._marks: list[Future[int]] = []
         self._carried: tuple[list[Prepared], int] | None = None
-        """A batch the last drain sent and left for the next one to confirm: the beat
-        fired meanwhile, so the next drain sends its first batch before waiting."""
+        """A batch that the last drain sent and left for the next drain to confirm. The
+        beat fired meanwhile, so the next drain sends its first batch before it waits."""
         self._woken = 0
-        """Wakes so far (from any thread): a drain that sees it move knows of new fires."""
+        """The number of wakes so far, from any thread. A drain that sees it change knows
+        that there are new fires."""
         self._failures = 0
         self._published = 0
         self._publish_errors = 0
@@ -114,49 +117,52 @@ class Bridge:
         self._fence: Fence | None = None
         self._deposed = False
         self._warm = False
-        """Open the broker connection at the next drain that finds nothing to send."""
+        """Whether the next drain that finds nothing to send opens the broker connection."""
 
     @property
     def pending(self) -> bool:
-        """Whether jobs may be waiting (set by :meth:`wake`, cleared by a drain that found
-        the outbox empty)."""
+        """Whether jobs may be waiting. :meth:`wake` sets the flag, and a drain that
+        finds the outbox empty clears it."""
         return self._pending
 
     def wake(self) -> None:
-        """Jobs may be waiting (a fire, a leadership won, a notification, a periodic
-        check): the next :meth:`due` says so. Safe from any thread."""
+        """Say that jobs may be waiting (after a fire, a won leadership, a notification or
+        a periodic check), so that the next :meth:`due` returns True. Any thread may call
+        this."""
         self._pending = True
         self._woken += 1
 
     def lead(self, fence: Fence) -> None:
-        """Publish from now on only while ``fence``'s session holds the lock: what a node
-        calls when it wins. (A bridge never told is unfenced, for tests and tools.)"""
+        """From now on, publish only while ``fence``'s session holds the lock. A node
+        calls this when it wins the election. A bridge that is never told this is
+        unfenced, which tests and tools rely on."""
         self._fence, self._deposed = fence, False
-        # A new leader's first drain finds the outbox empty, then connects to the broker
-        # on this thread while the node loads and fires on its own; otherwise the first
-        # fire's messages would wait for the connection.
+        # A new leader's first drain finds the outbox empty and then connects to the
+        # broker on this thread, while the node loads and fires on its own. Otherwise the
+        # first fire's messages would wait for the connection.
         self._warm = True
         self.wake()
 
     @property
     def deposed(self) -> bool:
-        """Told to stand down and not told to lead again."""
+        """Whether the bridge was told to stand down and not told to lead again."""
         return self._deposed
 
     def stand_down(self) -> None:
-        """Publish nothing until :meth:`lead` again: the node lost (or may have lost)
-        its lock."""
+        """Publish nothing until :meth:`lead` is called again, because the node lost (or
+        may have lost) its lock."""
         self._deposed = True
 
     def close(self) -> None:
-        self._carried = None  # unconfirmed: published again by the next drain, same ids
+        self._carried = None  # It is unconfirmed: the next drain publishes it again, same ids.
         self._publisher.close()
         self._marker.stop()
         self._messages.close()
 
     def settle(self) -> int:
-        """Confirm and mark the batch the last drain left in flight, if any; publish
-        nothing new (what a stopping or deposed bridge does). Returns how many."""
+        """Confirm and mark the batch that the last drain left in flight, if there is
+        one, and publish nothing new, as a stopping or deposed bridge must. Return how
+        many jobs were marked."""
         carried, self._carried = self._carried, None
         if carried is None:
             return 0
@@ -170,31 +176,33 @@ class Bridge:
         return count
 
     def stats(self) -> OutboxStats:
-        """Counters for metrics (safe to read from any thread)."""
+        """Return the counters for metrics. Any thread may read them."""
         return OutboxStats(self._published, self._publish_errors, self._failures == 0)
 
     # -- the loop's entry point --------------------------------------------------------------
 
     def due(self) -> bool:
         if self._carried is not None:
-            return True  # to be confirmed, deposed or not
+            return True  # The batch must be confirmed, whether the bridge is deposed or not.
         return self._pending and not self._deposed and time.monotonic() >= self._retry_at
 
     def next_wake(self) -> float:
-        """Monotonic time by which the loop should call :meth:`drain` or :meth:`purge`."""
+        """Return the monotonic time by which the loop should call :meth:`drain` or
+        :meth:`purge`."""
         return min(self._next_purge, self._retry_at) if self._pending else self._next_purge
 
     def drain(self) -> int:
-        """Publish pending jobs in fire order for up to ``budget`` seconds; count published.
+        """Publish pending jobs in fire order for up to ``budget`` seconds, and return how
+        many were published.
 
-        A backlog longer than the budget is resumed by the next drain where this one
+        When a backlog is longer than the budget, the next drain resumes where this one
         stopped (every job before that point is published), so a pass over a large
         backlog reads each job once. A pass that ended somewhere past the start asks for
-        one more from the start, for jobs that arrived with an earlier key meanwhile (a
-        manual trigger, a replayed missed fire).
+        one more pass from the start, for jobs that arrived with an earlier key meanwhile
+        (a manual trigger, a replayed missed fire).
 
         A broker failure (a :class:`BrokerError` from the publisher) is logged once per
-        outage and retried with backoff (1 s doubling to 30 s); database errors
+        outage and retried with backoff (1 s, doubling up to 30 s). Database errors
         (:class:`StoreError`) and anything else propagate to the caller.
         """
         if self._deposed:
@@ -204,9 +212,10 @@ class Bridge:
         published = 0
         deadline = time.monotonic() + self.budget
         woken = self._woken
-        # Pipelined: while the broker confirms one batch, the next is read and built, and
-        # the batches it accepted are marked published on another connection meanwhile;
-        # a batch the last drain left in flight is confirmed after this one's first send.
+        # The drain is pipelined. While the broker confirms one batch, the next one is
+        # read and built, and the batches that it accepted are marked published on
+        # another connection meanwhile. A batch that the last drain left in flight is
+        # confirmed after this drain's first send.
         carried = in_flight = self._carried
         self._carried = None
         resumed = self._resume_after != _START
@@ -217,7 +226,7 @@ class Bridge:
         try:
             while True:
                 if self._deposed:
-                    break  # told mid-drain that the lock may be gone
+                    break  # The drain was told that the lock may be gone.
                 jobs = self.store.pending_celery_jobs(self.deployment, self.batch_size,
                                                       after=after, fence=self._fence)
                 if jobs:
@@ -232,45 +241,48 @@ class Bridge:
                 if len(jobs) < self.batch_size:
                     break
                 if time.monotonic() >= deadline:
-                    break  # let beat fire; the rest follows on the next tick
+                    break  # Beat gets to fire; the rest follows on the next tick.
             if in_flight is not None:
                 if (self._woken != woken and not self._deposed
                         and len(jobs) < self.batch_size):
-                    # The beat fired while this drain ran: rather than wait here for the
+                    # The beat fired while this drain ran. Rather than wait here for the
                     # broker's confirms, the next drain, which follows at once, sends
-                    # those jobs first. The batch stays unmarked until then; a beat
-                    # stopped meanwhile publishes it again, with the same task ids.
+                    # those jobs first. The batch stays unmarked until then, and a beat
+                    # stopped meanwhile publishes it again with the same task ids.
                     self._carried, in_flight = in_flight, None
                 else:
                     published += self._confirmed(*in_flight)
                     in_flight = None
         except StoreError:
             if carried is not None and in_flight is carried:
-                # Nothing was sent after it: still the next drain's to confirm, from
-                # where this one began (not from the start: it would be sent again).
+                # Nothing was sent after the batch, so the next drain still confirms it,
+                # starting from where this drain began (not from the start, or the batch
+                # would be sent again).
                 self._carried, self._resume_after = carried, began_after
             self._marked()
-            raise  # the database's trouble is the beat loop's to report
-        except BrokerError as exc:  # publish again later
+            raise  # The beat loop reports the database's trouble.
+        except BrokerError as exc:  # The jobs are published again later.
             self._broker_failed(exc)
             self._marked()
             return published
         except Exception:
-            # Neither the broker's trouble nor the database's: a bug, not to be retried
-            # as an outage. The connection may be mid-batch, so it goes; the batches the
-            # broker accepted are still marked (one that fails is simply published again).
+            # This is neither the broker's trouble nor the database's but a bug, which must
+            # not be retried as an outage. The connection may be in the middle of a batch,
+            # so it is dropped. The batches that the broker accepted are still marked (a
+            # batch whose mark fails is simply published again).
             self._publisher.close()
             with contextlib.suppress(StoreError):
                 self._marked()
             raise
         if len(jobs) >= self.batch_size or self._carried is not None:
-            # The budget ran out, or the last batch is unmarked yet: go on from here
-            # (set before the marks are awaited: a failed mark must not send it again).
+            # The budget ran out, or the last batch is not marked yet, so the next drain
+            # goes on from here. This is set before the marks are awaited, so that a
+            # failed mark does not send the batch again.
             self._resume_after = after
         self._marked()
         self._pending = len(jobs) >= self.batch_size or resumed or self._carried is not None
         if self._warm and not self._deposed:
-            self._warm = False  # once per lead: a broker that is away is the sends' to report
+            self._warm = False  # Once per lead: the sends report a broker that is away.
             self._publisher.warm()
         if self._failures:
             event(logger, logging.INFO, "bridge.recovered",
@@ -284,7 +296,7 @@ class Bridge:
         for job in jobs:
             try:
                 batch.append(self._messages.prepare(job))
-            except Exception as exc:  # a message Celery refuses to build: any error of its
+            except Exception as exc:  # Celery refused to build a message, with any error.
                 error = f"{type(exc).__name__}: {exc}"
                 event(logger, logging.ERROR, "bridge.unpublishable",
                       "bridge: cannot build the message of job %s (%s): %s; marked failed",
@@ -295,8 +307,8 @@ class Bridge:
 
     def _confirmed(self, batch: list[Prepared], mark: int) -> int:
         """Wait for the broker to accept ``batch``, then have it marked published."""
-        # Not cut short by stand_down(): a batch on its way is better confirmed and
-        # marked, or the next leader publishes it again.
+        # stand_down() does not cut this short: a batch on its way is better confirmed
+        # and marked, or the next leader publishes it again.
         self._publisher.wait(mark)
         self._published += len(batch)
         event(logger, logging.DEBUG, "bridge.published",
@@ -318,10 +330,10 @@ class Bridge:
             raise errors[0]
 
     def _broker_failed(self, exc: BrokerError) -> None:
-        self._carried = None  # its marks were on the connection that just failed
+        self._carried = None  # Its marks were on the connection that just failed.
         self._publisher.close()
         if self._deposed:
-            return  # closed under a drain (beat is stopping): no outage to report
+            return  # Beat is stopping and closed this under a drain: there is no outage.
         if self._failures == 0:
             event(logger, logging.ERROR, "bridge.outage",
                   "bridge: cannot publish to the broker (%s); jobs keep firing into "

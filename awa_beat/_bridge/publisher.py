@@ -1,8 +1,9 @@
-"""The bridge's broker connection: batches of messages published, then confirmed.
+"""The bridge's broker connection: it publishes batches of messages, then waits for
+their confirms.
 
-On AMQP the channel is in publisher-confirm mode and the broker's acks are awaited once
-per batch rather than once per message; on other transports (Redis, filesystem, ...) a
-returned publish is an accepted one.
+On AMQP the channel is in publisher-confirm mode, and the publisher awaits the broker's
+acks once per batch rather than once per message. On other transports (Redis,
+filesystem, ...) a publish that returns counts as accepted.
 
 Whatever the broker or its client library raises (the transport's connection and
 channel errors, kombu's ``OperationalError``, any ``OSError``) leaves the publisher as
@@ -29,7 +30,7 @@ from .messages import Prepared
 
 
 class Publisher:
-    """One broker connection, publishing batches and returning once they are accepted."""
+    """One broker connection. It publishes batches and returns once they are accepted."""
 
     def __init__(self, app: Any, confirm_timeout: float = 30.0) -> None:
         self.app = app
@@ -38,19 +39,19 @@ class Publisher:
         self.channel: Any = None
         self.confirms = False
         self.encodes = False
-        """py-amqp channel: the bridge encodes message properties itself."""
+        """The py-amqp channel, on which the bridge encodes message properties itself."""
         self._broker_errors: tuple[type[BaseException], ...] = (OSError, OperationalError)
         self._declared: set[Any] = set()
         self._tag = 0
         self._confirmed = 0
-        """Every delivery tag up to this one is confirmed."""
+        """The broker has confirmed every delivery tag up to this one."""
         self._confirmed_above: set[int] = set()
-        """Tags above ``_confirmed`` confirmed singly (out of order)."""
+        """The tags above ``_confirmed`` that the broker confirmed singly (out of order)."""
         self._nacked = False
 
     @contextlib.contextmanager
     def _on_broker(self) -> Iterator[None]:
-        """Within the block, what the broker's client raises becomes a BrokerError."""
+        """Within the block, turn what the broker's client raises into a BrokerError."""
         try:
             yield
         except BrokerError:
@@ -63,9 +64,9 @@ class Publisher:
             return
         conn = self.app.connection_for_write()
         if conn.transport.driver_type == "amqp":
-            # A broker that accepts the connection, then reads nothing, must not hold a
-            # write forever: py-amqp gives up on a socket write after this many seconds.
-            # (Celery merges these options into the app's broker_transport_options.)
+            # A broker that accepts the connection and then reads nothing must not hold a
+            # write forever, so py-amqp gives up on a socket write after this many
+            # seconds. (Celery merges these options into the app's broker_transport_options.)
             conn.release()
             conn = self.app.connection_for_write(
                 transport_options={"write_timeout": self.confirm_timeout})
@@ -81,7 +82,7 @@ class Publisher:
                 if self.confirms:
                     channel.confirm_select()
                     # py-amqp polls the socket before every publish to see whether the
-                    # broker blocked the connection; a block shows up in the confirm wait
+                    # broker blocked the connection. A block shows up in the confirm wait
                     # anyway.
                     props = conn.connection.client_properties
                     props["capabilities"] = {**props.get("capabilities", {}),
@@ -101,8 +102,8 @@ class Publisher:
         return self.conn is not None
 
     def warm(self) -> bool:
-        """Open the connection ahead of the first send; True if it is open. A failure
-        is left for that send to meet again and report."""
+        """Open the connection ahead of the first send, and return True if it is open. A
+        failure is left for that send to meet again and report."""
         try:
             self.open()
         except BrokerError:
@@ -111,13 +112,13 @@ class Publisher:
 
     def close(self) -> None:
         if self.conn is not None:
-            with contextlib.suppress(Exception):  # a dead connection is fine to drop
+            with contextlib.suppress(Exception):  # A dead connection is fine to drop.
                 self.conn.release()
         self.conn = self.channel = None
 
     def _on_ack(self, tag: int, multiple: bool) -> None:
-        # Tags rise one by one on a channel, so "confirmed up to" plus the few acked out
-        # of order is all the state needed; no per-message set to scan.
+        # Tags rise one by one on a channel, so "confirmed up to" plus the few tags acked
+        # out of order is all the state needed, and there is no per-message set to scan.
         if multiple:
             self._confirmed = max(self._confirmed, tag)
         elif tag > self._confirmed:
@@ -132,7 +133,8 @@ class Publisher:
         self._on_ack(tag, multiple)
 
     def send(self, messages: Sequence[Prepared]) -> int:
-        """Publish ``messages`` without waiting; returns the mark to pass to :meth:`wait`."""
+        """Publish ``messages`` without waiting, and return the mark to pass to
+        :meth:`wait`."""
         self.open()
         assert self.conn is not None
         with self._on_broker():
@@ -145,8 +147,8 @@ class Publisher:
         assert self.conn is not None
         channel = self.channel
         for m in messages:
-            # Before publishing anything: a declare waits for the broker's answer, which
-            # must not sit behind writes that are being gathered.
+            # This comes before publishing anything, because a declare waits for the
+            # broker's answer, which must not sit behind writes that are being gathered.
             for entity in m.declare:
                 if entity not in self._declared:
                     maybe_declare(entity, channel, retry=False)
@@ -158,9 +160,9 @@ class Publisher:
             _publish(channel, m)
 
     def _send_frames(self, messages: Sequence[Prepared]) -> None:
-        """Publish on py-amqp's channel: copies of a template as frames put together
-        here (:class:`PublishFrames`), Celery's own messages through py-amqp; all of
-        them written in few system calls."""
+        """Publish on py-amqp's channel. Copies of a template go out as frames put
+        together here (:class:`PublishFrames`), and Celery's own messages go through
+        py-amqp; all of them are written in few system calls."""
         assert self.conn is not None
         channel = self.channel
         connection = self.conn.connection
@@ -170,7 +172,7 @@ class Publisher:
         transport = connection.transport
         with coalesced_writes(transport):
             for m in messages:
-                if m.table is None:  # built by Celery, not a copy
+                if m.table is None:  # Celery built this message; it is not a copy.
                     _publish(channel, m)
                     continue
                 properties = {"priority": m.priority, "content_type": m.content_type,
@@ -178,14 +180,14 @@ class Publisher:
                               "application_headers": m.headers, **m.properties}
                 transport.write(frames.publish(m.exchange, m.routing_key, m.body,
                                                properties, m.table))
-                # py-amqp counts a write per publish; its heartbeats go by this count.
+                # py-amqp counts a write per publish, and its heartbeats go by this count.
                 connection.bytes_sent += 1
 
     def wait(self, mark: int) -> None:
-        """Return once the broker confirmed every message sent up to ``mark``; a
-        :class:`BrokerError` after ``confirm_timeout``."""
+        """Return once the broker has confirmed every message sent up to ``mark``, and
+        raise a :class:`BrokerError` after ``confirm_timeout``."""
         if not self.confirms:
-            return  # a returned publish was an accepted one
+            return  # A publish that returned was accepted.
         assert self.conn is not None
         deadline = time.monotonic() + self.confirm_timeout
         with self._on_broker():
