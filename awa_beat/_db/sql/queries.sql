@@ -1043,35 +1043,17 @@ SELECT s.name, s.cron_expr, s.timezone, s.missed_fire_policy, s.last_enqueued_at
 -- awa-beat registered); %(owned_by)s 'config' or 'runtime' (who writes the row); %(names)s
 -- narrows to a set computed elsewhere (overdue, failing). The pause note is shown only
 -- for the pause it was written with.
-SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
-       c.tags, c.metadata, c.missed_fire_policy, c.last_enqueued_at, c.created_at,
-       c.updated_at, c.paused_at, c.paused_by, s.deployment, s.owner, n.note AS pause_note
-  FROM awa.cron_jobs c
-  LEFT JOIN awa_beat.schedules s USING (name)
-  LEFT JOIN awa_beat.pause_notes n ON n.name = c.name AND n.paused_at = c.paused_at
+{{list_rows}}
  WHERE (%(after)s::text IS NULL OR c.name > %(after)s::text)
-   AND (%(search)s::text IS NULL OR strpos(lower(c.name), %(search)s::text) > 0)
-   AND (%(paused)s::boolean IS NULL OR (c.paused_at IS NOT NULL) = %(paused)s::boolean)
-   AND (%(owner)s::text IS NULL OR s.deployment IS NOT DISTINCT FROM nullif(%(owner)s::text, ''))
-   AND (%(owned_by)s::text IS NULL OR s.owner = %(owned_by)s::text)
-   AND (%(names)s::text[] IS NULL OR c.name = ANY(%(names)s::text[]))
+   AND {{list_filters}}
  ORDER BY c.name
  LIMIT %(limit)s;
 
 -- schedules_page_before --
 -- The page before %(before)s, the same filters, read backwards (the caller reverses it).
-SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
-       c.tags, c.metadata, c.missed_fire_policy, c.last_enqueued_at, c.created_at,
-       c.updated_at, c.paused_at, c.paused_by, s.deployment, s.owner, n.note AS pause_note
-  FROM awa.cron_jobs c
-  LEFT JOIN awa_beat.schedules s USING (name)
-  LEFT JOIN awa_beat.pause_notes n ON n.name = c.name AND n.paused_at = c.paused_at
+{{list_rows}}
  WHERE c.name < %(before)s::text
-   AND (%(search)s::text IS NULL OR strpos(lower(c.name), %(search)s::text) > 0)
-   AND (%(paused)s::boolean IS NULL OR (c.paused_at IS NOT NULL) = %(paused)s::boolean)
-   AND (%(owner)s::text IS NULL OR s.deployment IS NOT DISTINCT FROM nullif(%(owner)s::text, ''))
-   AND (%(owned_by)s::text IS NULL OR s.owner = %(owned_by)s::text)
-   AND (%(names)s::text[] IS NULL OR c.name = ANY(%(names)s::text[]))
+   AND {{list_filters}}
  ORDER BY c.name DESC
  LIMIT %(limit)s;
 
@@ -1082,14 +1064,26 @@ SELECT count(*) FROM (
     SELECT 1
       FROM awa.cron_jobs c
       LEFT JOIN awa_beat.schedules s USING (name)
-     WHERE (%(search)s::text IS NULL OR strpos(lower(c.name), %(search)s::text) > 0)
-       AND (%(paused)s::boolean IS NULL OR (c.paused_at IS NOT NULL) = %(paused)s::boolean)
-       AND (%(owner)s::text IS NULL OR s.deployment IS NOT DISTINCT FROM nullif(%(owner)s::text, ''))
-       AND (%(owned_by)s::text IS NULL OR s.owner = %(owned_by)s::text)
-   AND (%(owned_by)s::text IS NULL OR s.owner = %(owned_by)s::text)
-       AND (%(names)s::text[] IS NULL OR c.name = ANY(%(names)s::text[]))
+     WHERE {{list_filters}}
      LIMIT %(cap)s
 ) matching;
+
+-- fragment list_rows --
+-- A row of the list: the schedule, who registered it, and the note of its pause.
+SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
+       c.tags, c.metadata, c.missed_fire_policy, c.last_enqueued_at, c.created_at,
+       c.updated_at, c.paused_at, c.paused_by, s.deployment, s.owner, n.note AS pause_note
+  FROM awa.cron_jobs c
+  LEFT JOIN awa_beat.schedules s USING (name)
+  LEFT JOIN awa_beat.pause_notes n ON n.name = c.name AND n.paused_at = c.paused_at
+
+-- fragment list_filters --
+-- The list's filters, the same for its pages and its count.
+    (%(search)s::text IS NULL OR strpos(lower(c.name), %(search)s::text) > 0)
+AND (%(paused)s::boolean IS NULL OR (c.paused_at IS NOT NULL) = %(paused)s::boolean)
+AND (%(owner)s::text IS NULL OR s.deployment IS NOT DISTINCT FROM nullif(%(owner)s::text, ''))
+AND (%(owned_by)s::text IS NULL OR s.owner = %(owned_by)s::text)
+AND (%(names)s::text[] IS NULL OR c.name = ANY(%(names)s::text[]))
 
 -- deployments --
 -- The deployments that registered rows, for the list's owner filter.

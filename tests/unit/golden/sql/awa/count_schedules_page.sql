@@ -6,7 +6,6 @@ SELECT count(*) FROM (
        AND (%(paused)s::boolean IS NULL OR (c.paused_at IS NOT NULL) = %(paused)s::boolean)
        AND (%(owner)s::text IS NULL OR s.deployment IS NOT DISTINCT FROM nullif(%(owner)s::text, ''))
        AND (%(owned_by)s::text IS NULL OR s.owner = %(owned_by)s::text)
-   AND (%(owned_by)s::text IS NULL OR s.owner = %(owned_by)s::text)
        AND (%(names)s::text[] IS NULL OR c.name = ANY(%(names)s::text[]))
      LIMIT %(cap)s
 ) matching;
