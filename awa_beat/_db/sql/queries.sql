@@ -113,28 +113,18 @@ DROP DATABASE IF EXISTS {name};
 
 -- upsert_schedules --
 -- Additive sync of a whole schedule in one round trip (one array per column; JSON
--- values arrive as text). New rows get their cursor
--- set to the second they were registered, so neither awa-beat nor Awa fires a time
--- from before the schedule existed. Existing rows keep created_at and the pause, and
--- keep last_enqueued_at (a catch_up backlog survives a redeploy) unless the calendar
--- (expression or zone) changed: then the cursor moves forward to the second of the
--- change, as upsert_runtime_schedules does, since times missed under the old calendar
--- mean nothing under the new one and must not fire. A row is only rewritten (and
--- updated_at bumped) when its
--- definition changed, so watchers of updated_at see real changes only. A row written
--- at run time (owner 'runtime', see upsert_runtime_schedules) is never overwritten:
--- beat reports the clash at start-up (runtime_owned_names) and leaves the row alone.
+-- values arrive as text). New rows get their cursor set to the second they were
+-- registered, so neither awa-beat nor Awa fires a time from before the schedule
+-- existed. Existing rows keep created_at and the pause, and keep last_enqueued_at (a
+-- catch_up backlog survives a redeploy) unless the calendar (expression or zone)
+-- changed: then the cursor moves forward to the second of the change
+-- (cursor_after_calendar_change, as in upsert_runtime_schedules). A row is only
+-- rewritten (and updated_at bumped) when its definition changed, so watchers of
+-- updated_at see real changes only. A row written at run time (owner 'runtime', see
+-- upsert_runtime_schedules) is never overwritten: beat reports the clash at start-up
+-- (runtime_owned_names) and leaves the row alone.
 WITH input AS (
-    SELECT name, cron_expr, timezone, kind, queue, args::jsonb AS args, priority,
-           max_attempts,
-           ARRAY(SELECT jsonb_array_elements_text(tags::jsonb)) AS tags,
-           metadata::jsonb AS metadata, missed_fire_policy
-      FROM unnest(%(names)b::text[], %(cron_exprs)b::text[], %(timezones)b::text[],
-                  %(kinds)b::text[], %(queues)b::text[], %(args)b::text[],
-                  %(priorities)b::smallint[], %(max_attempts)b::smallint[],
-                  %(tags)b::text[], %(metadata)b::text[], %(policies)b::text[])
-           AS r(name, cron_expr, timezone, kind, queue, args, priority, max_attempts,
-                tags, metadata, missed_fire_policy)
+    {{schedule_input}}
 ), changed AS (
     -- ON CONFLICT DO UPDATE locks every row it meets, even one its WHERE then leaves
     -- alone (a lock is a write, logged): rows stored as given are left out first, so a
@@ -164,17 +154,8 @@ WITH input AS (
     SELECT name, cron_expr, timezone, kind, queue, args, priority, max_attempts, tags,
            metadata, missed_fire_policy, date_trunc('second', now())
       FROM changed
-    ON CONFLICT (name) DO UPDATE
-       SET cron_expr = EXCLUDED.cron_expr, timezone = EXCLUDED.timezone,
-           kind = EXCLUDED.kind, queue = EXCLUDED.queue, args = EXCLUDED.args,
-           priority = EXCLUDED.priority, max_attempts = EXCLUDED.max_attempts,
-           tags = EXCLUDED.tags, metadata = EXCLUDED.metadata,
-           missed_fire_policy = EXCLUDED.missed_fire_policy,
-           last_enqueued_at = CASE
-               WHEN (c.cron_expr, c.timezone) IS DISTINCT FROM
-                    (EXCLUDED.cron_expr, EXCLUDED.timezone)
-               THEN GREATEST(c.last_enqueued_at, EXCLUDED.last_enqueued_at)
-               ELSE c.last_enqueued_at END,
+    {{update_definition}}
+           {{cursor_after_calendar_change}}
            updated_at = now()
      WHERE (c.cron_expr, c.timezone, c.kind, c.queue, c.args::text, c.priority,
             c.max_attempts, c.tags, c.metadata::text, c.missed_fire_policy)
@@ -203,6 +184,40 @@ SELECT count(*) FILTER (WHERE inserted) AS inserted,
                    tags, metadata, missed_fire_policy)), 0)
           FROM input) AS fingerprint
   FROM upserted;
+
+-- fragment schedule_input --
+-- The rows to write, one array per column of a schedule's definition (JSON values
+-- arrive as text).
+SELECT name, cron_expr, timezone, kind, queue, args::jsonb AS args, priority,
+       max_attempts,
+       ARRAY(SELECT jsonb_array_elements_text(tags::jsonb)) AS tags,
+       metadata::jsonb AS metadata, missed_fire_policy
+  FROM unnest(%(names)b::text[], %(cron_exprs)b::text[], %(timezones)b::text[],
+              %(kinds)b::text[], %(queues)b::text[], %(args)b::text[],
+              %(priorities)b::smallint[], %(max_attempts)b::smallint[],
+              %(tags)b::text[], %(metadata)b::text[], %(policies)b::text[])
+       AS r(name, cron_expr, timezone, kind, queue, args, priority, max_attempts,
+            tags, metadata, missed_fire_policy)
+
+-- fragment update_definition --
+-- A name that exists takes the definition given, column by column. It ends in a comma:
+-- the statement goes on to set the cursor and updated_at, each in its own way.
+ON CONFLICT (name) DO UPDATE
+   SET cron_expr = EXCLUDED.cron_expr, timezone = EXCLUDED.timezone,
+       kind = EXCLUDED.kind, queue = EXCLUDED.queue, args = EXCLUDED.args,
+       priority = EXCLUDED.priority, max_attempts = EXCLUDED.max_attempts,
+       tags = EXCLUDED.tags, metadata = EXCLUDED.metadata,
+       missed_fire_policy = EXCLUDED.missed_fire_policy,
+
+-- fragment cursor_after_calendar_change --
+-- When the calendar (expression or zone) changes, the cursor moves forward to the
+-- second of the write: times missed under the old calendar mean nothing under the
+-- new one and must not fire.
+last_enqueued_at = CASE
+    WHEN (c.cron_expr, c.timezone) IS DISTINCT FROM
+         (EXCLUDED.cron_expr, EXCLUDED.timezone)
+    THEN GREATEST(c.last_enqueued_at, EXCLUDED.last_enqueued_at)
+    ELSE c.last_enqueued_at END,
 
 -- fire_batch --
 -- The atomic fire, batched: one statement advances the cursor of every due schedule
@@ -570,16 +585,7 @@ SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args::text AS args, c
 WITH at AS (
     SELECT clock_timestamp() AS t
 ), input AS (
-    SELECT name, cron_expr, timezone, kind, queue, args::jsonb AS args, priority,
-           max_attempts,
-           ARRAY(SELECT jsonb_array_elements_text(tags::jsonb)) AS tags,
-           metadata::jsonb AS metadata, missed_fire_policy
-      FROM unnest(%(names)b::text[], %(cron_exprs)b::text[], %(timezones)b::text[],
-                  %(kinds)b::text[], %(queues)b::text[], %(args)b::text[],
-                  %(priorities)b::smallint[], %(max_attempts)b::smallint[],
-                  %(tags)b::text[], %(metadata)b::text[], %(policies)b::text[])
-           AS r(name, cron_expr, timezone, kind, queue, args, priority, max_attempts,
-                tags, metadata, missed_fire_policy)
+    {{schedule_input}}
 ), written AS (
     INSERT INTO awa.cron_jobs AS c (
            name, cron_expr, timezone, kind, queue, args, priority, max_attempts, tags,
@@ -587,17 +593,8 @@ WITH at AS (
     SELECT name, cron_expr, timezone, kind, queue, args, priority, max_attempts, tags,
            metadata, missed_fire_policy, date_trunc('second', at.t), at.t, at.t
       FROM input CROSS JOIN at
-    ON CONFLICT (name) DO UPDATE
-       SET cron_expr = EXCLUDED.cron_expr, timezone = EXCLUDED.timezone,
-           kind = EXCLUDED.kind, queue = EXCLUDED.queue, args = EXCLUDED.args,
-           priority = EXCLUDED.priority, max_attempts = EXCLUDED.max_attempts,
-           tags = EXCLUDED.tags, metadata = EXCLUDED.metadata,
-           missed_fire_policy = EXCLUDED.missed_fire_policy,
-           last_enqueued_at = CASE
-               WHEN (c.cron_expr, c.timezone) IS DISTINCT FROM
-                    (EXCLUDED.cron_expr, EXCLUDED.timezone)
-               THEN GREATEST(c.last_enqueued_at, EXCLUDED.last_enqueued_at)
-               ELSE c.last_enqueued_at END,
+    {{update_definition}}
+           {{cursor_after_calendar_change}}
            updated_at = EXCLUDED.updated_at
      WHERE %(replace)s::boolean
     RETURNING c.name, (xmax = 0) AS inserted
@@ -766,12 +763,7 @@ WITH input AS (
            metadata, missed_fire_policy, cursor,
            CASE WHEN paused_by IS NOT NULL THEN now() END, paused_by
       FROM input WHERE cursor IS NOT NULL
-    ON CONFLICT (name) DO UPDATE
-       SET cron_expr = EXCLUDED.cron_expr, timezone = EXCLUDED.timezone,
-           kind = EXCLUDED.kind, queue = EXCLUDED.queue, args = EXCLUDED.args,
-           priority = EXCLUDED.priority, max_attempts = EXCLUDED.max_attempts,
-           tags = EXCLUDED.tags, metadata = EXCLUDED.metadata,
-           missed_fire_policy = EXCLUDED.missed_fire_policy,
+    {{update_definition}}
            last_enqueued_at = GREATEST(c.last_enqueued_at, EXCLUDED.last_enqueued_at),
            updated_at = now()
      WHERE (c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
