@@ -27,6 +27,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ._config import DEFAULT_CLOCK_TOLERANCE
 from ._db.records import (
+    RETIRED_BY,
     Contact,
     CronState,
     FiredJob,
@@ -41,7 +42,7 @@ from ._db.records import (
 )
 from ._db.sql import queries
 from ._db.store import Store, SyncBatch
-from ._schedules.markers import RETIRED_BY, max_runs
+from ._schedules.markers import max_runs
 from .errors import DatabaseUnavailable, SchemaError, WaitTimeout
 
 UTC = timezone.utc

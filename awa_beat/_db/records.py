@@ -9,7 +9,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from .._schedules.markers import RETIRED_BY
+#: ``paused_by`` of a schedule whose last allowed run fired (``runs=``, ``at``). The fire
+#: statement sets it, with ``paused_at``, when the run count reaches the limit, so it is a
+#: value of the table: the store binds it into its statements and every reader compares
+#: with it.
+RETIRED_BY = "awa-beat: retired (its last run fired)"
 
 
 @dataclass(frozen=True)
@@ -41,7 +45,7 @@ class ScheduleRow:
     @property
     def retired(self) -> bool:
         """Its last allowed run fired (an ``at``, one-off or ``max_runs`` schedule): the
-        fire statement paused it, by :data:`awa_beat._schedules.markers.RETIRED_BY`."""
+        fire statement paused it, by :data:`RETIRED_BY`."""
         return self.paused_at is not None and self.paused_by == RETIRED_BY
 
 

@@ -33,7 +33,6 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from .._config import DEFAULT_CLOCK_TOLERANCE, redact
-from .._schedules.markers import RETIRED_BY
 from ..errors import (
     DatabaseUnavailable,
     DataRefused,
@@ -45,6 +44,7 @@ from ..errors import (
 )
 from . import schema
 from .records import (
+    RETIRED_BY,
     Contact,
     CronState,
     Fence,

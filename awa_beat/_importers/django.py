@@ -15,8 +15,9 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
+from .._db.records import RETIRED_BY
 from .._schedules.calendars import at
-from .._schedules.markers import RETIRED_BY, ceil_second
+from .._schedules.markers import ceil_second
 from .._schedules.spec import AWA_BEAT_OPTION
 from ..errors import SourceError, first_line
 from .common import (

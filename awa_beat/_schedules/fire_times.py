@@ -388,7 +388,7 @@ def _new_calendar(cron_expr: str, timezone: str, *, cache: bool = False) -> Cale
         if seconds is not None:
             return IntervalCalendar(seconds)
         if is_marker(cron_expr):
-            return parse_marker(cron_expr, timezone, _calendar_for)
+            return parse_marker(cron_expr, timezone, _calendar_for, CronCalendar)
     return CronCalendar(CronExpression.parse(cron_expr, cache=cache), tz)
 
 

@@ -34,7 +34,7 @@ Any of them may end in `` | `` and bounds, in this order, each optional::
 ``start`` and ``end`` are part of the calendar. ``runs`` is counted in the database: the
 fire statement reads the limit from the marker (``' runs=([0-9]+)$'``), counts the runs it
 inserts in ``awa_beat.schedule_runs`` and retires the row (``paused_at`` set,
-``paused_by`` :data:`RETIRED_BY`) in the statement that fires the last one.
+``paused_by`` :data:`awa_beat._db.records.RETIRED_BY`) in the statement that fires the last one.
 """
 
 from __future__ import annotations
@@ -43,19 +43,40 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from ..errors import InvalidCronExpression, ScheduleError
 from .cron import epoch_seconds as _epoch
 from .cron import from_epoch as _from_epoch
 
+if TYPE_CHECKING:
+    from datetime import tzinfo
+
+    from .cron import CronExpression
+    from .fire_times import Calendar
+
+
+class PlainCalendar(Protocol):
+    """Builds the calendar of a plain expression (an Awa cron expression or
+    ``@every Ns``) in a zone, as :func:`awa_beat._schedules.fire_times.calendar_for` does.
+
+    :mod:`~awa_beat._schedules.fire_times` imports this module to read markers, so it
+    hands its builders in rather than this module importing them back.
+    """
+
+    def __call__(self, cron_expr: str, timezone: str, /) -> Calendar: ...
+
+
+class CronCalendarOf(Protocol):
+    """Builds the calendar of a parsed cron expression on the wall clock of a zone
+    (:class:`awa_beat._schedules.fire_times.CronCalendar` itself), handed in for the same
+    reason as :class:`PlainCalendar`."""
+
+    def __call__(self, expr: CronExpression, tz: tzinfo, /) -> Calendar: ...
+
 UTC = timezone.utc
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SECOND = timedelta(seconds=1)
-
-#: ``paused_by`` of a schedule whose last allowed run fired (``runs=``, ``at``): the
-#: fire statement sets it, with ``paused_at``, when the run count reaches the limit.
-RETIRED_BY = "awa-beat: retired (its last run fired)"
 
 #: Celery's solar events: (horizon, ephem method, use_center), as ``celery.schedules.solar``.
 SOLAR_EVENTS: dict[str, tuple[str, str, bool]] = {
@@ -196,7 +217,7 @@ class BoundedCalendar:
 
     __slots__ = ("end", "inner", "start")
 
-    def __init__(self, inner: Any, start: int | None, end: int | None) -> None:
+    def __init__(self, inner: Calendar, start: int | None, end: int | None) -> None:
         self.inner = inner
         self.start = start
         self.end = end
@@ -525,18 +546,21 @@ def _crontab_fields(rest: str) -> tuple[list[str], str]:
     return words, dst
 
 
-def crontab_calendar(rest: str, zone: str, base: Any) -> Any:
-    """The calendar of ``@crontab <fields>[ dst=celery]`` (``rest``) in ``zone``."""
+def crontab_calendar(rest: str, zone: str, cron: CronCalendarOf) -> Calendar:
+    """The calendar of ``@crontab <fields>[ dst=celery]`` (``rest``) in ``zone``; ``cron``
+    builds the calendar of the expression that ANDs the two day fields."""
     (minute, hour, dom, month, dow), dst = _crontab_fields(rest)
     if dst == "celery":
         return CeleryCrontabCalendar(minute, hour, dom, month, dow, zone)
-    from .cron import both_days
+    from .cron import CronExpression, both_days, load_timezone
 
-    # Two cached calendars of plain expressions lend their parts to a new one: the
-    # first its time of day and days of the month, the second its weekdays.
-    days = base(f"{minute} {hour} {dom} {month} *", zone)
-    weekdays = base(f"{minute} {hour} * {month} {dow}", zone)
-    return type(days)(both_days(f"@crontab {rest}", days.expr, weekdays.expr), days.tz)
+    # Two cached expressions lend their parts to a new one: the first its time of day
+    # and days of the month, the second its weekdays. The zone is read first, as the
+    # calendar of a plain expression reads it, so a bad zone is the error reported.
+    tz = load_timezone(zone)
+    days = CronExpression.parse(f"{minute} {hour} {dom} {month} *", cache=True)
+    weekdays = CronExpression.parse(f"{minute} {hour} * {month} {dow}", cache=True)
+    return cron(both_days(f"@crontab {rest}", days, weekdays), tz)
 
 
 class CeleryCrontabCalendar:
@@ -607,12 +631,14 @@ def _zoned_crontab() -> Any:
 # -- reading a marker ------------------------------------------------------------------------
 
 
-def parse_marker(cron_expr: str, zone: str, base: Any) -> Any:
-    """The calendar of a marker. ``base(expr, zone)`` builds what fire_times builds itself
-    (an Awa expression, ``@every Ns``). Raises InvalidCronExpression / ScheduleError."""
+def parse_marker(cron_expr: str, zone: str, base: PlainCalendar,
+                 cron: CronCalendarOf) -> Calendar:
+    """The calendar of a marker. ``base`` and ``cron`` build what fire_times builds itself
+    (the calendars of an Awa expression and of ``@every Ns``). Raises
+    InvalidCronExpression or ScheduleError."""
     head, bounds = split_bounds(cron_expr)
     kind, _, rest = head.partition(" ")
-    calendar: Any
+    calendar: Calendar
     if kind == "@every":
         if not bounds or not re.fullmatch(r"@every [1-9][0-9]*s", head):
             raise InvalidCronExpression(f"{head!r} is not an interval: @every <n>s, n >= 1")
@@ -635,7 +661,7 @@ def parse_marker(cron_expr: str, zone: str, base: Any) -> Any:
     elif kind == "@rrule":
         calendar = _rrule_calendar(rest, zone)
     elif kind == "@crontab":
-        calendar = crontab_calendar(rest, zone, base)
+        calendar = crontab_calendar(rest, zone, cron)
     else:
         raise InvalidCronExpression(f"unknown marker {kind!r}")
     if bounds.start is None and bounds.end is None:

@@ -20,9 +20,9 @@ from click.testing import CliRunner
 
 from awa_beat._celery.command import command as celery_command
 from awa_beat._cli import main
+from awa_beat._db.records import RETIRED_BY
 from awa_beat._db.store import Store, connect
 from awa_beat._engine.engine import Engine
-from awa_beat._schedules.markers import RETIRED_BY
 from awa_beat._testing import TempDatabases
 
 pytestmark = pytest.mark.acceptance

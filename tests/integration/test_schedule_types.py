@@ -10,11 +10,11 @@ from typing import Any
 import psycopg
 import pytest
 
+from awa_beat._db.records import RETIRED_BY
 from awa_beat._db.store import Store
 from awa_beat._engine.engine import Engine
 from awa_beat._ops.rows import next_fire
 from awa_beat._schedules.calendars import at
-from awa_beat._schedules.markers import RETIRED_BY
 from awa_beat._schedules.spec import spec_from_entry
 from awa_beat._testing import FakeClock
 

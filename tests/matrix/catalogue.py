@@ -44,10 +44,10 @@ from dateutil.rrule import MO, WE, WEEKLY, rrule
 from awa_beat import Schedules
 from awa_beat._beat.node import BeatNode
 from awa_beat._config import Settings
+from awa_beat._db.records import RETIRED_BY
 from awa_beat._db.store import Store, connect
 from awa_beat._engine.engine import Engine
 from awa_beat._schedules.calendars import at
-from awa_beat._schedules.markers import RETIRED_BY
 from awa_beat._schedules.spec import specs_from_beat_schedule
 from awa_beat._testing import FakeClock
 

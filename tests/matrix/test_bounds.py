@@ -15,10 +15,10 @@ from click.testing import CliRunner
 from dateutil.rrule import MO, WEEKLY, rrule
 
 from awa_beat._cli import main
+from awa_beat._db.records import RETIRED_BY
 from awa_beat._db.store import Store
 from awa_beat._engine.engine import Engine
 from awa_beat._schedules.calendars import at
-from awa_beat._schedules.markers import RETIRED_BY
 from awa_beat._testing import FAKE_CLOCK_TOLERANCE, FakeClock
 from awa_beat.errors import ValidationError
 from tests.matrix.catalogue import (

@@ -7,8 +7,9 @@ from datetime import datetime, timezone
 
 import pytest
 
+from awa_beat._db.records import RETIRED_BY
 from awa_beat._schedules.fire_times import calendar_for, next_fire_after
-from awa_beat._schedules.markers import RETIRED_BY, is_marker, max_runs
+from awa_beat._schedules.markers import is_marker, max_runs
 from awa_beat._schedules.spec import spec_from_entry
 from tests.matrix.catalogue import CATALOGUE, NAMES, PAUSED_BY, MatrixDB, stored_rows
 

@@ -13,10 +13,9 @@ from celery.schedules import crontab
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from awa_beat._db.records import ScheduleRow
+from awa_beat._db.records import RETIRED_BY, ScheduleRow
 from awa_beat._exporting import celery_schedule, crontab_fields, python_module
 from awa_beat._schedules.cron import CronExpression
-from awa_beat._schedules.markers import RETIRED_BY
 
 UTC = timezone.utc
 DAYS = [date(2027, 1, 1) + timedelta(days=n) for n in range(2 * 366)]

@@ -14,7 +14,7 @@ import pytest
 from celery.beat import ScheduleEntry
 from celery.schedules import crontab, schedule
 
-from awa_beat._db.records import ScheduleRow
+from awa_beat._db.records import RETIRED_BY, ScheduleRow
 from awa_beat._importers.common import (
     BACKEND_CLEANUP,
     BACKEND_CLEANUP_REASON,
@@ -36,7 +36,6 @@ from awa_beat._importers.redbeat import (
 )
 from awa_beat._importers.schedule_file import ScheduleFile, from_schedule_file, naive_zone
 from awa_beat._schedules.fire_times import calendar_for, next_fire_after
-from awa_beat._schedules.markers import RETIRED_BY
 from awa_beat.errors import SourceError
 from tests.apps import celery_app
 

@@ -168,7 +168,7 @@ def test_the_last_fire_is_never_the_registration_nor_a_change_of_the_calendar() 
 
 def test_a_paused_schedule_reads_paused_and_a_retired_one_retired() -> None:
     from awa_beat._cli.format import last_fire_text, next_fire_text
-    from awa_beat._schedules.markers import RETIRED_BY
+    from awa_beat._db.records import RETIRED_BY
 
     nxt = T + timedelta(days=1)
     assert next_fire_text(ScheduleView(schedule(), nxt)) == "2026-01-06 09:00:00"

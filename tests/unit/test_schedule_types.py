@@ -15,10 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from redbeat.schedules import rrule as redbeat_rrule
 
+from awa_beat._db.records import RETIRED_BY
 from awa_beat._engine.engine import Engine
 from awa_beat._schedules.calendars import at
 from awa_beat._schedules.fire_times import calendar_for, due_fires, fires_between, next_fire_after
-from awa_beat._schedules.markers import RETIRED_BY, is_marker, max_runs, split_bounds
+from awa_beat._schedules.markers import is_marker, max_runs, split_bounds
 from awa_beat._schedules.spec import spec_from_entry
 from awa_beat._testing import FakeClock, MemoryStore
 from awa_beat.errors import ValidationError
