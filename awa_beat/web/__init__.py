@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    # Jinja2 (the web extra) only for the app itself: the pure parts (describe, used by
-    # the Django admin) import without it.
+    # Only the app itself needs Jinja2 (the web extra). The pure parts (describe, which
+    # the Django admin uses) import without it.
     if name == "Dashboard":
         from ._app import Dashboard
 
@@ -35,14 +35,15 @@ def create_app(database_url: str | None = None, *, config: WebConfig | None = No
                editor: ScheduleEditor | None = None, pool_size: int = 4,
                environ: Mapping[str, str] | None = None,
                **config_kwargs: Any) -> Dashboard:
-    """The dashboard as a WSGI callable.
+    """Return the dashboard as a WSGI callable.
 
-    On ``operations`` (an :class:`~awa_beat._ops.operations.Operations`, left open) or on a
-    store of its own for ``database_url`` (else $AWA_BEAT_DATABASE_URL, else the
-    embedded server), closed by ``app.close()``. ``config`` (or its fields as keyword
-    arguments: ``password=``, ``read_only=``, ...) says how it authenticates.
-    ``outcomes`` and ``editor`` default to the operations' own (run outcomes, the add and
-    edit forms of runtime schedules).
+    The dashboard works on ``operations`` (an
+    :class:`~awa_beat._ops.operations.Operations`, which it leaves open), or else on a
+    store of its own for ``database_url`` (by default $AWA_BEAT_DATABASE_URL, else the
+    embedded server), which ``app.close()`` closes. ``config`` (or its fields as keyword
+    arguments: ``password=``, ``read_only=``, ...) says how the dashboard authenticates.
+    ``outcomes`` and ``editor`` default to the operations' own (the run outcomes, and the
+    add and edit forms of runtime schedules).
     """
     from .._db.store import Store
     from .._ops.operations import Operations, find_database_url

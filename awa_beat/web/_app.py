@@ -1,5 +1,5 @@
-"""The WSGI application: requests, responses, routing, and the checks every request
-passes (the Host it names, authentication, CSRF, read-only) before a view runs."""
+"""The WSGI application: requests, responses, routing, and the checks that every request
+passes before a view runs (the Host it names, authentication, CSRF, read-only mode)."""
 
 from __future__ import annotations
 
@@ -27,9 +27,9 @@ from .seams import Outcomes, ScheduleEditor
 # logging configurations that select it by name go on working.
 logger = logging.getLogger('awa_beat.web.app')
 
-#: Forms are small; a larger body is refused before it is read.
+#: Forms are small, so a larger body is refused before it is read.
 MAX_FORM_BYTES = 64 * 1024
-#: No page needs a longer path and query; a longer one is refused (414).
+#: No page needs a longer path and query, so a longer one is refused (414).
 MAX_URL_CHARS = 8 * 1024
 
 StartResponse = Callable[..., Any]
@@ -45,7 +45,8 @@ class HTTPError(Exception):
 
 
 def _no_nul(values: dict[str, str]) -> dict[str, str]:
-    # PostgreSQL text cannot hold NUL: refused here, naming the field, not by the server.
+    # PostgreSQL text cannot hold NUL. The app refuses it here and names the field,
+    # rather than leaving the refusal to the server.
     for key, value in values.items():
         if "\0" in key or "\0" in value:
             raise HTTPError(400, f"{printable(key)}: must not contain a NUL character")
@@ -58,9 +59,10 @@ class Request:
     session: auth.Session | None = None
     user: str | None = None
     nonce: str = field(default_factory=lambda: secrets.token_urlsafe(16))
-    """Allows this response's inline script and style under the Content-Security-Policy."""
+    """The nonce that allows this response's inline script and style under the
+    Content-Security-Policy."""
     audited: bool = False
-    """The action this request asked for is in the audit log already."""
+    """Whether the action that this request asked for is in the audit log already."""
 
     @property
     def method(self) -> str:
@@ -72,7 +74,7 @@ class Request:
 
     @property
     def root(self) -> str:
-        """Where the app is mounted (``SCRIPT_NAME``), for links."""
+        """Return where the app is mounted (``SCRIPT_NAME``), for links."""
         return str(self.environ.get("SCRIPT_NAME", "")).rstrip("/")
 
     def url(self, path: str, **params: Any) -> str:
@@ -107,7 +109,7 @@ class Request:
         return False
 
     def client(self, config: auth.WebConfig) -> str:
-        """Where the request came from, for the audit log: the proxy's
+        """Return where the request came from, for the audit log: the proxy's
         ``X-Forwarded-For`` when the proxy is trusted, else the peer's address."""
         forwarded = self.header("X-Forwarded-For")
         if forwarded and config.trusted_user_header and self.from_trusted_proxy(config):
@@ -174,8 +176,9 @@ View = Callable[["Dashboard", Request], Response]
 class Dashboard:
     """The WSGI callable: ``Dashboard(ops, config)(environ, start_response)``.
 
-    With a password, made on a store (``ops.store``) migrated to version 14 at least: it
-    reads, or makes, the secret that signs session cookies there.
+    With a password, the dashboard must be made on a store (``ops.store``) migrated to
+    version 14 at least, because it reads (or makes) the secret that signs session
+    cookies there.
     """
 
     def __init__(self, ops: Operations, config: auth.WebConfig | None = None, *,
@@ -196,15 +199,16 @@ class Dashboard:
         self.templates.filters.update(views.FILTERS)
         self.routes: dict[tuple[str, str], View] = views.ROUTES
         self.actions = views.ACTIONS
-        #: Where a login may send the browser back to: this site's pages, nothing else.
+        #: The pages where a login may send the browser back to: this site's, no others.
         self.pages = frozenset(path for method, path in self.routes
                                if method == "GET" and path != "/login")
         self.throttle = throttle or auth.LoginThrottle()
         self.signing_key = self._signing_key()
 
     def _signing_key(self) -> bytes:
-        """The configured secret; else, with a password, the database's (made, or
-        replaced when it was made for another password); else a random one."""
+        """Return the configured secret. Without one, return the database's secret when
+        there is a password (the secret is made, or replaced when it was made for another
+        password), and a random secret otherwise."""
         password = self.config.password
         if self.config.secret or not password:
             return self.config.secret or secrets.token_bytes(32)
@@ -245,14 +249,14 @@ class Dashboard:
             response.headers += exc.headers
         except NotFound as exc:
             response = self._error(req, 404, str(exc))
-        except WriteNotApplied as exc:  # the database answered, and kept the row
+        except WriteNotApplied as exc:  # The database answered and kept the row.
             response = self._error(req, 409, str(exc))
         except StoreError as exc:
             logger.warning("awa-beat web: %s", printable(str(exc)))
             response = self._error(req, 503, str(exc))
         except AwaBeatError as exc:
             response = self._error(req, 400, str(exc))
-        except Exception:  # a bug: logged here, and the browser gets a page, not a trace
+        except Exception:  # A bug is logged here, and the browser gets a page, not a trace.
             logger.exception("awa-beat web: %s %s failed", printable(req.method),
                              printable(req.path))
             response = self._error(req, 500, "internal error (logged by the server)")
@@ -280,12 +284,12 @@ class Dashboard:
                 f"; Path={req.root or '/'}; HttpOnly; SameSite=Strict{secure}")
 
     def _error(self, req: Request, status: int, message: str) -> Response:
-        # A page refused for its Host may be read by another site: it names no database.
+        # Another site may read a page refused for its Host, so the page names no database.
         shown = {"database": None} if status == 421 else {}
         try:
             return self.render(req, "error.html", status, code=status, message=message,
                                **shown)
-        except Exception:  # the error page itself must not fail
+        except Exception:  # The error page itself must not fail.
             logger.exception("awa-beat web: rendering the error page failed")
             return Response(f"{status}", status)
 
@@ -317,8 +321,8 @@ class Dashboard:
         return route(self, req)
 
     def _check_address(self, req: Request) -> None:
-        """Refuse an overlong address, and, without a login, a Host that is not ours
-        (a page elsewhere whose name now points at this host: DNS rebinding)."""
+        """Refuse an overlong address. Without a login, also refuse a Host that is not
+        ours (a page elsewhere whose name now points at this host: DNS rebinding)."""
         if len(req.path) + len(str(req.environ.get("QUERY_STRING", ""))) > MAX_URL_CHARS:
             raise HTTPError(414, f"the address is too long (at most {MAX_URL_CHARS} "
                                  "characters)")
@@ -332,8 +336,9 @@ class Dashboard:
                                  f"{req.header('Host') or '(none)'!r}")
 
     def _session(self, req: Request) -> auth.Session | None:
-        """The cookie's session; a logged-in one only while its row in the database says
-        it has not ended (logged out, expired, or its secret replaced)."""
+        """Return the cookie's session. A logged-in session counts only while its row in
+        the database says that it has not ended (by a logout, expiry, or a replaced
+        secret)."""
         session = auth.load_session(req.cookies.get(auth.SESSION_COOKIE), self.signing_key)
         if session is not None and session.user is not None and (
                 not self.config.password
@@ -359,8 +364,8 @@ class Dashboard:
         return None
 
     def _post(self, req: Request, route: View) -> Response:
-        """A POST's checks and view; an action refused or failed on the way is recorded
-        in the audit log unless its view recorded it."""
+        """Run a POST's checks and its view. An action that is refused or fails on the way
+        is recorded in the audit log, unless its view recorded it."""
         try:
             self._check_post(req)
             response = route(self, req)
@@ -392,7 +397,7 @@ class Dashboard:
 
     def record(self, req: Request, action: str, outcome: str, *, actor: str | None = None,
                schedule: str | None = None, detail: dict[str, Any] | None = None) -> None:
-        """One entry of the audit log for this request (who, from where)."""
+        """Write one entry of the audit log for this request (who acted, from where)."""
         self.ops.record_action(actor=actor or req.user or "anonymous",
                                source=self.config.source, action=action, outcome=outcome,
                                schedule=schedule, remote_addr=req.client(self.config),
@@ -404,22 +409,24 @@ class Dashboard:
             return
         try:
             name = req.form.get("name") or None
-        except HTTPError:  # the form itself was refused (too large, not UTF-8)
+        except HTTPError:  # The form itself was refused (too large, or not UTF-8).
             name = None
         try:
             self.record(req, req.path.rsplit("/", 1)[-1], outcome, schedule=name)
-        except StoreError as exc:  # the refusal stands; the page says what went wrong
+        except StoreError as exc:  # The refusal stands, and the page says what went wrong.
             logger.warning("awa-beat web: recording a refused action failed: %s",
                            printable(str(exc)))
 
     def local_target(self, target: str) -> str:
-        """Where a login may send the browser back to (see :func:`auth.redirect_target`)."""
+        """Return where a login may send the browser back to (see
+        :func:`auth.redirect_target`)."""
         return auth.redirect_target(target, self.pages)
 
     def password_ok(self, req: Request, user: str, given: str) -> bool:
-        """Whether ``given`` is the password. A client past a few failures must wait
-        longer after each (429 meanwhile, the password not even compared); every wrong
-        password is logged and audited, and the first attempt refused in each wait."""
+        """Return whether ``given`` is the password. After a few failures, a client must
+        wait longer after each one; meanwhile it gets 429, and the password is not even
+        compared. Every wrong password is logged and audited, and so is the first attempt
+        refused in each wait."""
         client = req.client(self.config)
         wait = math.ceil(self.throttle.wait(client))
         if wait > 0:
@@ -442,14 +449,14 @@ class Dashboard:
         self.record(req, "login", f"refused: {why}", actor=user)
 
     def log_in(self, req: Request, user: str) -> None:
-        """Start a session for ``user`` (its row in the database, its cookie)."""
+        """Start a session for ``user``: write its row in the database and set its cookie."""
         session = auth.new_session(user)
         self.ops.store.start_web_session(session.key, user, auth.SESSION_LIFETIME)
         req.session = session
         self.record(req, "login", "ok", actor=user)
 
     def log_out(self, req: Request) -> None:
-        """End the session: its row deleted, so its cookie opens nothing again."""
+        """End the session. Its row is deleted, so its cookie opens nothing again."""
         if req.session is not None and req.session.user is not None:
             self.ops.store.end_web_session(req.session.key)
             self.record(req, "logout", "ok", actor=req.session.user)

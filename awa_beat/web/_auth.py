@@ -1,24 +1,25 @@
 """Who is asking, and whether a form really came from our page.
 
-Three ways to authenticate, chosen by :class:`WebConfig`:
+:class:`WebConfig` chooses one of three ways to authenticate:
 
-* none: only allowed while the server listens on a loopback address (see
-  :func:`awa_beat.web.server.check_bind`); the actor is recorded as ``anonymous``;
-* a password: a login form (the name given there is the actor in the audit log) that
-  starts a session, or HTTP Basic with any user name and that password. Attempts are
-  counted per client (:class:`LoginThrottle`): past a few failures each one makes the
+* None. This is only allowed while the server listens on a loopback address (see
+  :func:`awa_beat.web.server.check_bind`), and the actor is recorded as ``anonymous``.
+* A password. A login form starts a session (the name given there is the actor in the
+  audit log), or HTTP Basic is used with any user name and that password. Attempts are
+  counted per client (:class:`LoginThrottle`): after a few failures, each one makes the
   client wait longer. A session is a row in ``awa_beat.web_sessions`` (logging out and
-  expiry delete it) named by a random id in a cookie signed with a random secret kept
-  in ``awa_beat.web_secret`` (replaced, every session ended, when the password changes);
-  the password itself signs nothing;
-* a reverse proxy's user header (``trusted_user_header``), believed only from the
+  expiry delete it). A random id names it, in a cookie signed with a random secret that
+  is kept in ``awa_beat.web_secret``; when the password changes, the secret is replaced
+  and every session ends. The password itself signs nothing.
+* A reverse proxy's user header (``trusted_user_header``). It is believed only from the
   proxy addresses listed in ``trusted_proxies``.
 
-Every session, the anonymous one included, carries a random CSRF token; every POST
-must send it back (synchronizer token) and, when the browser says where it came from
-(``Origin``, else ``Referer``), come from this site. Without a login the ``Host`` a
-request names must be a loopback name or one configured (:func:`host_allowed`): a page
-elsewhere whose name was made to point at 127.0.0.1 (DNS rebinding) is refused.
+Every session, the anonymous one included, carries a random CSRF token. Every POST must
+send it back (a synchronizer token), and when the browser says where the POST came from
+(``Origin``, else ``Referer``), it must come from this site. Without a login, the
+``Host`` that a request names must be a loopback name or a configured one
+(:func:`host_allowed`), so a page elsewhere whose name was made to point at 127.0.0.1
+(DNS rebinding) is refused.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 from ..errors import ConfigError
 
 SESSION_COOKIE = "awa_beat_session"
-#: Seconds a session lasts after the login.
+#: How many seconds a session lasts after the login.
 SESSION_LIFETIME = 12 * 3600
 
 
@@ -49,26 +50,28 @@ class WebConfig:
     """How the dashboard authenticates and what it allows."""
 
     password: str | None = None
-    """Operators log in with this password (form or HTTP Basic)."""
+    """The password that operators log in with (by the form or HTTP Basic)."""
     trusted_user_header: str | None = None
-    """A header (e.g. ``X-Forwarded-User``) naming the user, set by a reverse proxy
-    that authenticated them."""
+    """A header (e.g. ``X-Forwarded-User``) that names the user. A reverse proxy that
+    authenticated the user sets it."""
     trusted_proxies: tuple[str, ...] = ("127.0.0.1", "::1")
-    """The addresses whose ``trusted_user_header`` (and ``X-Forwarded-Proto``) is believed."""
+    """The addresses whose ``trusted_user_header`` (and ``X-Forwarded-Proto``) are believed."""
     read_only: bool = False
-    """No action buttons, and every action refused."""
+    """Whether the pages show no action buttons and every action is refused."""
     secret: bytes | None = None
-    """Signs session cookies. Default: with a password, the random secret kept in the
-    database (shared by every dashboard on it, replaced when the password changes);
-    without, random per process."""
+    """The secret that signs session cookies. By default, with a password, it is the
+    random secret kept in the database (every dashboard on that database shares it, and
+    it is replaced when the password changes); without a password, it is random per
+    process."""
     allowed_origins: tuple[str, ...] = ()
-    """More origins (``https://ops.example.com``) whose forms are accepted, for a proxy
-    that rewrites the Host header."""
+    """More origins (``https://ops.example.com``) whose forms are accepted. A proxy that
+    rewrites the Host header needs them."""
     allowed_hosts: tuple[str, ...] = ()
-    """More names (``ops.example.com``, or with a port ``ops.example.com:8443``) the
-    ``Host`` header may give when no login is required; loopback names always may."""
+    """More names (``ops.example.com``, or with a port ``ops.example.com:8443``) that the
+    ``Host`` header may give when no login is required. Loopback names are always
+    allowed."""
     source: str = "web"
-    """Recorded with each action in the audit log."""
+    """The source that is recorded with each action in the audit log."""
     page_size: int = 50
 
     def __post_init__(self) -> None:
@@ -88,14 +91,16 @@ class Session:
     csrf: str
     expires: float
     new: bool = False
-    """Not yet in the browser's cookie: the response sets it."""
+    """Whether the session is not in the browser's cookie yet, so that the response must
+    set it."""
     id: str = field(default_factory=lambda: secrets.token_urlsafe(32))
-    """Names the session's row in the database once someone logged in with it."""
+    """The id that names the session's row in the database, once someone has logged in
+    with the session."""
 
     @property
     def key(self) -> str:
-        """What the database keeps of the id: its digest, so the table's rows are
-        no cookies."""
+        """Return what the database keeps of the id: its digest, so that the table's rows
+        cannot be used as cookies."""
         return hashlib.sha256(self.id.encode()).hexdigest()
 
 
@@ -115,7 +120,7 @@ def sign_session(session: Session, key: bytes) -> str:
 
 
 def load_session(cookie: str | None, key: bytes, now: float | None = None) -> Session | None:
-    """The session in a cookie we signed that has not expired, else None."""
+    """Return the session in a cookie that we signed and that has not expired, else None."""
     if not cookie or "." not in cookie:
         return None
     payload, mac = cookie.rsplit(".", 1)
@@ -141,8 +146,8 @@ def password_matches(given: str, password: str) -> bool:
 
 
 def basic_credentials(authorization: str | None) -> tuple[str, str] | None:
-    """The user (``basic`` when none is given) and password of an HTTP Basic
-    ``Authorization`` header, or None when it is no such header."""
+    """Return the user (``basic`` when none is given) and the password of an HTTP Basic
+    ``Authorization`` header, or None when the header is not one."""
     if not authorization or not authorization.lower().startswith("basic "):
         return None
     try:
@@ -157,13 +162,14 @@ def basic_credentials(authorization: str | None) -> tuple[str, str] | None:
 
 # -- the password's fingerprint ---------------------------------------------------------------
 
-#: scrypt's cost: a guess costs a fraction of a second and 16 MB, once per start-up for us.
+#: scrypt's cost: a guess costs a fraction of a second and 16 MB. The dashboard pays it
+#: once per start-up.
 _SCRYPT = {"n": 2 ** 14, "r": 8, "p": 1}
 
 
 def fingerprint(password: str, salt: bytes | None = None) -> str:
-    """A salted, slow hash of ``password``, kept beside the signing secret so that a
-    dashboard started with another password notices and replaces the secret."""
+    """Return a salted, slow hash of ``password``. It is kept beside the signing secret,
+    so that a dashboard started with another password notices and replaces the secret."""
     salt = secrets.token_bytes(16) if salt is None else salt
     digest = hashlib.scrypt(password.encode(), salt=salt, dklen=32, **_SCRYPT)
     return f"scrypt${_b64(salt)}${_b64(digest)}"
@@ -182,37 +188,37 @@ def fingerprint_matches(password: str, stored: str) -> bool:
 
 
 class LoginThrottle:
-    """Failed logins counted per client: after ``free`` failures each further one makes
+    """Count failed logins per client. After ``free`` failures, each further one makes
     that client wait twice as long as the last (1 s, 2 s, 4 s, ... up to ``max_delay``)
-    before it may try again; a good login or ``forget_after`` seconds without a failure
-    start the count again. Thread-safe; at most ``max_clients`` clients are remembered
-    (the quietest forgotten first)."""
+    before it may try again. A good login, or ``forget_after`` seconds without a failure,
+    starts the count again. The class is thread-safe, and it remembers at most
+    ``max_clients`` clients (it forgets the quietest first)."""
 
     def __init__(self, *, free: int = 3, max_delay: float = 300.0,
                  forget_after: float = 900.0, max_clients: int = 10_000,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.free, self.max_delay, self.forget_after = free, max_delay, forget_after
         self.max_clients, self.clock = max_clients, clock
-        self._failures: dict[str, tuple[int, float, float]] = {}  # count, last, allowed at
+        self._failures: dict[str, tuple[int, float, float]] = {}  # count, last, allowed
         self._reported: set[str] = set()
         self._lock = threading.Lock()
 
     def wait(self, client: str) -> float:
-        """Seconds before ``client`` may try again (0: now)."""
+        """Return the seconds before ``client`` may try again (0 when it may try now)."""
         with self._lock:
             found = self._failures.get(client)
         return max(0.0, found[2] - self.clock()) if found else 0.0
 
     def first_refusal(self, client: str) -> bool:
-        """Whether this is the first attempt refused during ``client``'s current wait:
-        that one is logged and audited, the rest of a flood only answered."""
+        """Return whether this is the first attempt refused during ``client``'s current
+        wait. That attempt is logged and audited; the rest of a flood is only answered."""
         with self._lock:
             first = client not in self._reported
             self._reported.add(client)
         return first
 
     def failed(self, client: str) -> float:
-        """Count a failure of ``client``; the seconds it must now wait."""
+        """Count a failure of ``client``, and return the seconds it must now wait."""
         now = self.clock()
         with self._lock:
             count, last, _ = self._failures.pop(client, (0, now, now))
@@ -223,7 +229,7 @@ class LoginThrottle:
             delay = 0.0 if count <= self.free else min(self.max_delay,
                                                        2.0 ** (count - self.free - 1))
             self._failures[client] = (count, now, now + delay)
-            while len(self._failures) > self.max_clients:  # insertion order: quietest first
+            while len(self._failures) > self.max_clients:  # The quietest come first.
                 self._reported.discard(quietest := next(iter(self._failures)))
                 del self._failures[quietest]
         return delay
@@ -242,10 +248,10 @@ LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 
 
 def redirect_target(target: str, paths: Collection[str], default: str = "/schedules") -> str:
-    """``target`` (a login form's ``next``) when it is one of this site's ``paths`` with a
-    query, rebuilt so that it holds only URL-safe ASCII; else ``default``. Control
-    characters, backslashes, a scheme or a host (``//evil.example``) are never let
-    through: a redirect can neither leave the site nor add a header."""
+    """Return ``target`` (a login form's ``next``) when it is one of this site's ``paths``
+    with a query, rebuilt so that it holds only URL-safe ASCII; else return ``default``.
+    Control characters, backslashes, a scheme or a host (``//evil.example``) are never let
+    through, so a redirect can neither leave the site nor add a header."""
     if not target or "\\" in target or any(c in _CONTROL for c in target):
         return default
     parts = urlsplit(target)
@@ -256,9 +262,10 @@ def redirect_target(target: str, paths: Collection[str], default: str = "/schedu
 
 
 def host_allowed(host: str | None, port: str, allowed: Collection[str] = ()) -> bool:
-    """Whether a request's ``Host`` header names this dashboard: a loopback name
-    (``localhost``, ``127.0.0.1``, ``[::1]``) with no port or the one we listen on
-    (``port``), or one of ``allowed`` (with any port when the entry gives none)."""
+    """Return whether a request's ``Host`` header names this dashboard. It does when it
+    gives a loopback name (``localhost``, ``127.0.0.1``, ``[::1]``) with no port or with
+    the one we listen on (``port``), or one of ``allowed`` (with any port when the entry
+    gives none)."""
     match = _HOST.fullmatch(host or "")
     if match is None:
         return False
@@ -279,9 +286,9 @@ def csrf_ok(session: Session | None, token: str | None) -> bool:
 
 def same_origin(origin: str | None, referer: str | None, host: str, scheme: str,
                 allowed: tuple[str, ...] = ()) -> bool:
-    """Whether a POST says it came from this site: its ``Origin`` (else its ``Referer``)
-    is ``scheme://host`` or one of ``allowed``; a request that says neither passes (it
-    still needs the CSRF token)."""
+    """Return whether a POST says that it came from this site: its ``Origin`` (else its
+    ``Referer``) is ``scheme://host`` or one of ``allowed``. A request that sends neither
+    header passes, but it still needs the CSRF token."""
     claimed = origin if origin and origin != "null" else None
     if claimed is None and referer:
         parts = urlsplit(referer)

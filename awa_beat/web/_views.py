@@ -1,5 +1,5 @@
 """The pages and the actions. Each view reads its input, calls the operations layer,
-and renders a template (autoescaped) or redirects; every action is recorded in the
+and renders a template (autoescaped) or redirects. Every action is recorded in the
 audit log, whether it succeeded or not."""
 
 from __future__ import annotations
@@ -29,12 +29,12 @@ if TYPE_CHECKING:
     from ._app import Dashboard, View
 
 ROUTES: dict[tuple[str, str], View] = {}
-#: The paths that change something: refused in read-only mode.
+#: The paths that change something. Read-only mode refuses them.
 ACTIONS = {"/schedule/pause", "/schedule/resume", "/schedule/trigger", "/schedule/remove",
            "/schedule/add", "/schedule/edit"}
 NOTE_LIMIT = 500
 SEARCH_LIMIT = 200
-#: What a redirect after an action may say (never text from the request).
+#: What a redirect after an action may say. It never carries text from the request.
 DONE = {"paused": "Paused.", "resumed": "Resumed.", "triggered": "Triggered: job {job}.",
         "removed": "Removed {name}; the jobs it fired stay.", "added": "Added.",
         "edited": "Saved."}
@@ -111,9 +111,9 @@ def _filter(app: Dashboard, query: Mapping[str, str]) -> tuple[ScheduleFilter, d
         names = frozenset(getattr(app.outcomes, state)())
     shown = {"q": search, "paused": paused, "owner": owner, "state": state}
     # '~runtime' and '~none' cannot clash with a deployment's name in the select. A
-    # deployment's rows include the runtime ones written through it (shown "runtime via"):
-    # narrowing them to owner 'config' as well slowed the deep owner pages in
-    # benchmarks/web/bench_web.py.
+    # deployment's rows include the runtime ones written through it (shown as "runtime
+    # via"), because narrowing them to owner 'config' as well slowed the deep owner pages
+    # in benchmarks/web/bench_web.py.
     if owner == "~runtime":
         deployment, owned_by = None, "runtime"
     elif owner == "~none":
@@ -157,8 +157,8 @@ def schedule(app: Dashboard, req: Request) -> Response:
     query = req.query
     name = required(query, "name")
     view = app.ops.get(name)
-    # With outcomes known the history is the occurrences (fires with their outcome,
-    # skips, coalesces); without, the jobs alone.
+    # When outcomes are known, the history shows the occurrences (fires with their
+    # outcome, skips, coalesces); otherwise it shows the jobs alone.
     occurrences = app.ops.occurrences(name, 25) if app.outcomes is not None else None
     jobs = app.ops.history(name, 25) if occurrences is None else []
     done = query.get("done", "")
@@ -201,7 +201,8 @@ def audit(app: Dashboard, req: Request) -> Response:
 
 
 def _digits(text: str) -> bool:
-    """ASCII digits only: ``str.isdigit`` also takes ``²``, which ``int`` refuses."""
+    """Return whether the text is ASCII digits only. ``str.isdigit`` also takes ``²``,
+    which ``int`` refuses."""
     return text.isascii() and text.isdigit()
 
 
@@ -210,7 +211,7 @@ def _digits(text: str) -> bool:
 
 def _act(app: Dashboard, req: Request, action: str, name: str, run: Callable[[], Any],
          detail: dict[str, Any] | None = None) -> Any:
-    """Run an action and record it (who, what, from where, how it ended)."""
+    """Run an action and record it: who did what, from where, and how it ended."""
     try:
         result = run()
     except AwaBeatError as exc:
@@ -264,7 +265,7 @@ def _read_form(form: Mapping[str, str]) -> dict[str, str]:
     values = {}
     for field in FORM_FIELDS:
         if field in BOUND_FIELDS and field not in form:
-            continue  # not posted: left as it is (entry_from_form)
+            continue  # A field that was not posted is left as it is (entry_from_form).
         value = form.get(field, "").strip()
         if len(value) > FIELD_LIMIT:
             raise HTTPError(400, f"{field}: at most {FIELD_LIMIT} characters")
@@ -312,7 +313,8 @@ def add(app: Dashboard, req: Request) -> Response:
     name = required(req.form, "name")
     values = _read_form(req.form)
     try:
-        # Read inside the action, so that a form refused is recorded as the add refused.
+        # The form is read inside the action, so that a refused form is recorded as a
+        # refused add.
         _act(app, req, "add", name,
              lambda: editor.add(name, entry_from_form(values, name=name),
                                 by=_paused_by(req)),

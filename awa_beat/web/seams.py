@@ -1,11 +1,12 @@
 """Where run outcomes and runtime writes plug into the dashboard, and their
-implementations on :class:`~awa_beat._ops.operations.Operations` (:func:`create_app` passes
-them by default).
+implementations on :class:`~awa_beat._ops.operations.Operations`, which
+:func:`create_app` passes by default.
 
-* :class:`Outcomes`: run outcomes, skips and overdue schedules (issue 16). Without one
-  the list offers no overdue/failing filter and the history shows the job states only.
-* :class:`ScheduleEditor`: adding and editing runtime-managed schedules through
-  ``awa_beat.Schedules`` (issue 15). Without one there are no add/edit forms; with one,
+* :class:`Outcomes` gives run outcomes, skips and overdue schedules (issue 16). Without
+  it, the list offers no overdue or failing filter, and the history shows the job states
+  only.
+* :class:`ScheduleEditor` adds and edits runtime-managed schedules through
+  ``awa_beat.Schedules`` (issue 15). Without it there are no add and edit forms; with it,
   the views call it and nothing else writes a definition.
 """
 
@@ -20,13 +21,13 @@ from .._ops.records import JobRecord
 
 class Outcomes(Protocol):
     def overdue(self) -> Collection[str]:
-        """Names of the schedules whose fire is late."""
+        """Return the names of the schedules whose fire is late."""
 
     def failing(self) -> Collection[str]:
-        """Names of the schedules whose last run failed."""
+        """Return the names of the schedules whose last run failed."""
 
     def job_outcomes(self, jobs: Sequence[JobRecord]) -> Mapping[int, str]:
-        """What became of each job (by id): ran, failed, skipped, ..."""
+        """Return what became of each job, by id: ran, failed, skipped, ..."""
 
 
 class ScheduleEditor(Protocol):
@@ -38,7 +39,7 @@ class ScheduleEditor(Protocol):
 
 
 class OperationsOutcomes:
-    """:class:`Outcomes` from the run outcomes awa-beat records (docs/outcomes.md)."""
+    """:class:`Outcomes` read from the run outcomes that awa-beat records (docs/outcomes.md)."""
 
     def __init__(self, ops: Operations) -> None:
         self.ops = ops
@@ -59,8 +60,9 @@ class OperationsOutcomes:
 
 
 class OperationsEditor:
-    """:class:`ScheduleEditor` through :meth:`Operations.add` and :meth:`Operations.update`:
-    the validation, the ownership rules and the transaction of every runtime write."""
+    """:class:`ScheduleEditor` through :meth:`Operations.add` and :meth:`Operations.update`,
+    which bring the validation, the ownership rules and the transaction of every runtime
+    write."""
 
     def __init__(self, ops: Operations) -> None:
         self.ops = ops
@@ -69,5 +71,6 @@ class OperationsEditor:
         self.ops.add({name: entry})
 
     def edit(self, name: str, entry: Mapping[str, Any], *, by: str) -> None:
-        # No force: a row a deployment's beat_schedule owns is refused (ScheduleOwned).
+        # There is no force, so a row that a deployment's beat_schedule owns is refused
+        # (ScheduleOwned).
         self.ops.update(name, entry)

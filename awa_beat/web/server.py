@@ -1,17 +1,17 @@
-"""Serving the dashboard: waitress, and the rule that it listens beyond this host only
-with authentication.
+"""Serving the dashboard: waitress serves it, and it listens beyond this host only with
+authentication.
 
-Why not the standard library's ``wsgiref`` server: its own documentation says it is not
-meant for production and does only basic security checks, and it showed it here: it
-writes header values as it is given them (a CR/LF in a redirect became a header of the
-browser's choosing), holds one thread per connection with no timeout (idle connections
-pile up without bound) and has no limit on how many connections it takes. Doing this
-safely would mean writing an HTTP server. waitress is a WSGI server in pure Python,
-maintained for years by the Pylons project: it refuses CR and LF in header values,
-answers a malformed request line with 400, bounds the request's head and body, closes
-idle connections (``channel_timeout``), takes at most ``connection_limit`` at once, and
-reads requests in one event loop, so that a connection costs a socket, not a thread;
-only a complete request reaches one of its few worker threads.
+The standard library's ``wsgiref`` server is not used. Its own documentation says that it
+is not meant for production and does only basic security checks, and it showed that
+here: it writes header values as it is given them (a CR/LF in a redirect became a header
+of the browser's choosing), holds one thread per connection with no timeout (so idle
+connections pile up without bound), and has no limit on how many connections it takes.
+Doing this safely would mean writing an HTTP server. waitress is a WSGI server in pure
+Python, maintained for years by the Pylons project. It refuses CR and LF in header
+values, answers a malformed request line with 400, bounds the request's head and body,
+closes idle connections (``channel_timeout``), takes at most ``connection_limit`` at
+once, and reads requests in one event loop, so that a connection costs a socket, not a
+thread. Only a complete request reaches one of its few worker threads.
 """
 
 from __future__ import annotations
@@ -29,16 +29,17 @@ from ._auth import WebConfig
 
 logger = logging.getLogger(__name__)
 
-#: Seconds a connection may stay silent before the server closes it.
+#: How many seconds a connection may stay silent before the server closes it.
 IDLE_TIMEOUT = 10.0
-#: Connections served at once; more wait in the listen queue until one closes.
+#: How many connections are served at once. More wait in the listen queue until one closes.
 CONNECTION_LIMIT = 500
-#: Threads running requests (each may hold one of the store's connections).
+#: How many threads run requests. Each may hold one of the store's connections.
 THREADS = 4
-#: The request line and headers together; a longer head is refused (431). A shorter
-#: address that is still too long reaches the app, which answers 414 (app.MAX_URL_CHARS).
+#: The longest request line and headers together. A longer head is refused (431). A
+#: shorter address that is still too long reaches the app, which answers 414
+#: (app.MAX_URL_CHARS).
 MAX_HEAD_BYTES = 256 * 1024
-#: A request body; the dashboard's forms are far smaller (see app.MAX_FORM_BYTES).
+#: The largest request body. The dashboard's forms are far smaller (see app.MAX_FORM_BYTES).
 MAX_BODY_BYTES = 1024 * 1024
 
 
@@ -52,7 +53,7 @@ def is_loopback(bind: str) -> bool:
 
 
 def check_bind(bind: str, config: WebConfig) -> None:
-    """Refuse to listen on an address other hosts reach unless logging in is required."""
+    """Refuse to listen on an address that other hosts reach, unless logging in is required."""
     if not is_loopback(bind) and not config.authenticates:
         raise ConfigError(
             f"refusing to listen on {bind} without authentication: set "
@@ -61,7 +62,7 @@ def check_bind(bind: str, config: WebConfig) -> None:
 
 
 class AccessLog:
-    """Access lines to the ``awa_beat.web`` logger, without query strings."""
+    """Write access lines to the ``awa_beat.web`` logger, without query strings."""
 
     def __init__(self, app: Dashboard) -> None:
         self.app = app
@@ -78,7 +79,7 @@ class AccessLog:
 
 
 class Server:
-    """waitress serving ``app``, run and stopped like a ``socketserver`` server:
+    """Serve ``app`` with waitress, run and stopped like a ``socketserver`` server: call
     :meth:`serve_forever` in one thread, :meth:`shutdown` from another, then
     :meth:`server_close`."""
 
@@ -101,24 +102,24 @@ class Server:
 
     @property
     def _map(self) -> dict[int, Any]:
-        # One listening socket's server keeps its sockets in ``_map``; the server of a
-        # name with several addresses (localhost) in ``map``.
+        # A server with one listening socket keeps its sockets in ``_map``; the server of
+        # a name with several addresses (localhost) keeps them in ``map``.
         server = self._server
         found: dict[int, Any] = server.map if hasattr(server, "map") else server._map
         return found
 
     @property
     def host_and_port(self) -> tuple[str, int]:
-        """Where it listens."""
+        """Return the host and port where the server listens."""
         server = self._server
         if hasattr(server, "effective_port"):
             return str(server.effective_host), int(server.effective_port)
-        host, port = server.effective_listen[0][:2]  # one name, several addresses
+        host, port = server.effective_listen[0][:2]  # One name may have several addresses.
         return str(host), int(port)
 
     @property
     def server_address(self) -> tuple[str, int]:
-        """:attr:`host_and_port`, by the name ``socketserver`` gives it."""
+        """Return :attr:`host_and_port`, under the name that ``socketserver`` gives it."""
         return self.host_and_port
 
     def serve_forever(self) -> None:
@@ -145,11 +146,12 @@ class Server:
 def make(app: Dashboard, bind: str = "127.0.0.1", port: int = 8080, *,
          idle_timeout: float = IDLE_TIMEOUT, connection_limit: int = CONNECTION_LIMIT,
          threads: int = THREADS) -> Server:
-    """A server for ``app`` on ``bind:port`` (port 0: any free one), not yet serving."""
+    """Return a server for ``app`` on ``bind:port`` (port 0 takes any free one). The server
+    is not serving yet."""
     check_bind(bind, app.config)
     try:
         return Server(app, bind, port, idle_timeout=idle_timeout,
                       connection_limit=connection_limit, threads=threads)
-    except OSError as exc:  # a busy port, an address this host does not have
+    except OSError as exc:  # The port is busy, or this host does not have the address.
         raise EndpointError(f"the dashboard cannot listen on {bind}:{port}: "
                             f"{exc.strerror or exc}") from None
