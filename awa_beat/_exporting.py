@@ -1,14 +1,15 @@
-"""Stored schedules as a ``beat_schedule`` module that a stock ``celery beat`` runs: the
-rollback path of ``awa-beat export --format python``.
+"""Stored schedules as a ``beat_schedule`` module that a stock ``celery beat`` runs. This
+is the rollback path of ``awa-beat export --format python``.
 
-Every entry becomes a Celery schedule object where Celery can run it on the calendar
-awa-beat runs it on (a crontab, an interval, a solar event), and is otherwise left out
-with a comment that says why and shows the entry in awa-beat's form (an Awa cron
-expression Celery's crontab cannot say, ``at``, an rrule, bounds, a paused or retired
-schedule). Task, args, kwargs and options (``options["awa_beat"]`` included, which
-Celery passes along unread and ``awa-beat import`` reads back) are kept as stored.
+An entry becomes a Celery schedule object where Celery can run it on the calendar that
+awa-beat runs it on (a crontab, an interval, a solar event). Otherwise it is left out,
+with a comment that says why and shows the entry in awa-beat's form (for an Awa cron
+expression that Celery's crontab cannot say, ``at``, an rrule, bounds, or a paused or
+retired schedule). Task, args, kwargs and options are kept as stored, including
+``options["awa_beat"]``, which Celery passes along unread and ``awa-beat import`` reads
+back.
 
-Pure: rows in, text out, the same text for the same rows.
+The module is pure: rows go in and text comes out, the same text for the same rows.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from ._schedules.markers import is_marker, split_bounds
 from ._schedules.spec import AWA_BEAT_OPTION, _field_text
 from .errors import ScheduleError
 
-#: Interval expressions (Awa cron patterns in UTC) by their number of seconds' text:
-#: the grids :func:`~awa_beat._schedules.fire_times.interval_expression` stores as cron patterns.
+#: Interval expressions (Awa cron patterns in UTC) by the text of their number of
+#: seconds. They are the grids that
+#: :func:`~awa_beat._schedules.fire_times.interval_expression` stores as cron patterns.
 _GRIDS: dict[str, int] = {
     interval_expression(n): n
     for n in [*range(1, 60), *range(60, 3600, 60), *range(3600, 86400, 3600), 86400, 604800]
@@ -58,17 +60,18 @@ def crontab_in(zone, **fields):
 
 @dataclass(frozen=True)
 class Converted:
-    """A stored schedule in Celery's terms."""
+    """A stored schedule, said in Celery's terms."""
 
     code: str | None
-    """A Python expression building the Celery schedule; None where Celery has none that
-    runs on the same calendar."""
+    """A Python expression that builds the Celery schedule, or None where Celery has no
+    schedule that runs on the same calendar."""
     note: str | None = None
-    """How Celery's runs differ (an interval's grid), or why the entry is left out."""
+    """How Celery's runs differ (for an interval's grid), or why the entry is left out."""
     names: frozenset[str] = frozenset()
-    """What ``code`` uses: ``crontab``, ``crontab_in``, ``schedule``, ``solar``."""
+    """The names that ``code`` uses: ``crontab``, ``crontab_in``, ``schedule``, ``solar``."""
     kept: bool = True
-    """In the module's ``beat_schedule``; else a comment (``note`` says why)."""
+    """Whether the entry is in the module's ``beat_schedule``. Otherwise it is a comment,
+    and ``note`` says why."""
 
 
 def left_out(reason: str, code: str | None = None,
@@ -77,8 +80,9 @@ def left_out(reason: str, code: str | None = None,
 
 
 def celery_schedule(expr: str, zone: str, *, app_timezone: str | None = None) -> Converted:
-    """The Celery schedule of a stored ``cron_expr`` in ``zone``; ``app_timezone`` is the
-    time zone of the app that will run it (a crontab in another zone is pinned to its own).
+    """Return the Celery schedule of a stored ``cron_expr`` in ``zone``. ``app_timezone``
+    is the time zone of the app that will run it; a crontab in another zone is pinned to
+    its own zone.
     """
     seconds = every_seconds(expr)
     if seconds is None and zone == "UTC":
@@ -94,7 +98,7 @@ def celery_schedule(expr: str, zone: str, *, app_timezone: str | None = None) ->
             parsed = CronExpression.parse(expr)
         except ScheduleError as exc:
             return left_out(f"its expression {expr!r} is not valid: {exc}")
-        if parsed.never_fires:  # Celery 5.7 refuses such a crontab at import time
+        if parsed.never_fires:  # Celery 5.7 refuses such a crontab at import time.
             return left_out(f"the Awa cron expression {expr!r} never fires: no day matches it")
         tab = crontab_fields(parsed.fields())
     if isinstance(tab, str):
@@ -126,8 +130,8 @@ def _marker_schedule(expr: str) -> Converted:
 
 
 def _crontab_marker_args(expr: str) -> dict[str, str] | None:
-    """The crontab arguments of ``@crontab <fields>[ dst=celery]`` (no bounds), which is
-    Celery's own crontab as stored, or None for another expression."""
+    """Return the crontab arguments of ``@crontab <fields>[ dst=celery]`` (without bounds),
+    which is Celery's own crontab as stored, or None for another expression."""
     if not expr.startswith("@crontab ") or " | " in expr:
         return None
     words = expr.split(" ")[1:6]
@@ -136,14 +140,15 @@ def _crontab_marker_args(expr: str) -> dict[str, str] | None:
 
 
 def crontab_fields(fields: CronFields) -> dict[str, str] | str:
-    """The arguments of a Celery ``crontab`` matching exactly the instants ``fields``
-    match (the fields Celery's default ``*`` covers left out), or why there is none.
+    """Return the arguments of a Celery ``crontab`` that matches exactly the instants that
+    ``fields`` match (leaving out the fields that Celery's default ``*`` covers), or the
+    reason why there is none.
 
-    Celery ANDs day_of_month with day_of_week; cron ORs them when both are restricted,
-    so such an expression converts only where one of them matches every day. ``d#n``
-    (the nth weekday of the month) is days 7n-6 to 7n of that weekday, so a set of them
-    that is every listed weekday in every listed week converts (``1#1,1#2`` is Mondays on
-    days 1-14)."""
+    Celery ANDs day_of_month with day_of_week, while cron ORs them when both are
+    restricted, so such an expression converts only where one of them matches every day.
+    ``d#n`` (the nth weekday of the month) means days 7n-6 to 7n of that weekday, so a set
+    of them that holds every listed weekday in every listed week converts (``1#1,1#2``
+    means Mondays on days 1-14)."""
     if fields.seconds != (0,):
         return ("has a seconds field; Celery's crontab fires on whole minutes (an interval "
                 "on the epoch grid would be a number of seconds)")
@@ -164,7 +169,7 @@ def crontab_fields(fields: CronFields) -> dict[str, str] | str:
 
 
 def _days(fields: CronFields) -> tuple[tuple[int, ...], tuple[int, ...]] | str:
-    """(day_of_month, day_of_week) for Celery, which ANDs them."""
+    """Return (day_of_month, day_of_week) for Celery, which ANDs them."""
     every_day, every_weekday = tuple(_ALL["day_of_month"]), tuple(_ALL["day_of_week"])
     pairs = {(w, n) for w in fields.weekdays for n in range(1, 6)} | fields.nth_weekdays
     if fields.any_day and fields.any_weekday:
@@ -179,7 +184,7 @@ def _days(fields: CronFields) -> tuple[tuple[int, ...], tuple[int, ...]] | str:
                     "which one Celery crontab cannot say")
         return tuple(d for d in every_day if (d - 1) // 7 + 1 in weeks), tuple(weekdays)
     if set(fields.days) >= set(every_day) or len(pairs) == 35:
-        return every_day, every_weekday  # one side matches every day: so does "either"
+        return every_day, every_weekday  # One side matches every day, so "either" does too.
     return ("restricts both the day of the month and the day of the week: cron (Awa) fires "
             "when either matches, Celery's crontab only when both do")
 
@@ -195,14 +200,15 @@ def _timedelta_code(seconds: int) -> str:
 
 
 def _bounds_of(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """Bounds an entry gives in ``options["awa_beat"]`` (rather than in its marker)."""
+    """Return the bounds that an entry gives in ``options["awa_beat"]`` (rather than in
+    its marker)."""
     awa = (entry.get("options") or {}).get(AWA_BEAT_OPTION) or {}
     return {k: awa[k] for k in _BOUND_KEYS if awa.get(k) not in (None, False)}
 
 
 def convert_row(row: ScheduleRow, entry: Mapping[str, Any], *,
                 app_timezone: str | None = None) -> Converted:
-    """The Celery schedule of a stored row whose ``beat_schedule`` entry is ``entry``."""
+    """Return the Celery schedule of a stored row whose ``beat_schedule`` entry is ``entry``."""
     schedule = entry["schedule"]
     expr = f"@every {schedule}s" if isinstance(schedule, int) else str(schedule)
     zone = ((entry.get("options") or {}).get(AWA_BEAT_OPTION) or {}).get(
@@ -225,7 +231,7 @@ def convert_row(row: ScheduleRow, entry: Mapping[str, Any], *,
 
 
 def python_module(rows: Iterable[ScheduleRow], *, app_timezone: str | None = None) -> str:
-    """The rows as a ``beat_schedule`` module for a stock ``celery beat``."""
+    """Return the rows as a ``beat_schedule`` module for a stock ``celery beat``."""
     body: list[str] = []
     names: set[str] = set()
     kept = dropped = 0
@@ -234,11 +240,12 @@ def python_module(rows: Iterable[ScheduleRow], *, app_timezone: str | None = Non
         converted = convert_row(row, entry, app_timezone=app_timezone)
         if converted.code is not None and row.cron_expr.partition(" | ")[0].endswith(
                 " dst=celery"):
-            # The crontab object alone would import back under Awa's DST rule.
+            # The crontab object alone would import back under Awa's DST rule, so the
+            # entry's options keep dst=celery.
             options = dict(entry.get("options") or {})
             options[AWA_BEAT_OPTION] = {**options.get(AWA_BEAT_OPTION, {}), "dst": "celery"}
             entry = {**entry, "options": options}
-        names |= converted.names  # a commented-out entry can be uncommented
+        names |= converted.names  # A commented-out entry can be uncommented.
         if converted.kept:
             kept += 1
         else:

@@ -1,21 +1,25 @@
 """Moving an existing Celery schedule into ``awa.cron_jobs`` (``awa-beat import``).
 
-Four sources, one module each, each read into a list of results, one per entry found:
-:class:`Imported` (a validated :class:`~awa_beat._schedules.spec.ScheduleSpec`, the cursor, the
-pause) or :class:`NotCarried` (the name and why). Nothing is ever dropped silently.
+There are four sources, with one module each. Each source is read into a list of
+results, one per entry found: an :class:`Imported` (a validated
+:class:`~awa_beat._schedules.spec.ScheduleSpec`, the cursor and the pause) or a
+:class:`NotCarried` (the name and the reason). Nothing is ever dropped silently.
 
-* :mod:`.celery_app`: a Celery app's ``beat_schedule`` (:func:`load_app`,
-  :func:`from_beat_schedule`); no run is known, so the cursor is "now", as a normal sync;
-* :mod:`.django`: django-celery-beat's tables, read with plain SQL (:func:`read_django`,
-  :func:`from_django`);
-* :mod:`.redbeat`: RedBeat's hashes in Redis (:func:`read_redbeat`, :func:`from_redbeat`),
-  decoded as celery-redbeat 2.4's ``RedBeatJSONDecoder`` does;
-* :mod:`.schedule_file`: a ``celerybeat-schedule`` shelve file written by Celery's
-  ``PersistentScheduler`` (:func:`read_schedule_file`, :func:`from_schedule_file`).
+* :mod:`.celery_app` reads a Celery app's ``beat_schedule`` (:func:`load_app`,
+  :func:`from_beat_schedule`). No run is known, so the cursor is "now", as in a normal
+  sync.
+* :mod:`.django` reads django-celery-beat's tables with plain SQL (:func:`read_django`,
+  :func:`from_django`).
+* :mod:`.redbeat` reads RedBeat's hashes in Redis (:func:`read_redbeat`,
+  :func:`from_redbeat`) and decodes them as celery-redbeat 2.4's ``RedBeatJSONDecoder``
+  does.
+* :mod:`.schedule_file` reads a ``celerybeat-schedule`` shelve file that Celery's
+  ``PersistentScheduler`` wrote (:func:`read_schedule_file`, :func:`from_schedule_file`).
 
-:mod:`.common` holds what they share (the result types, :func:`convert`,
-:func:`utc_cursor`); :mod:`.planning` compares the results with the stored rows
-(:func:`plan`). Reading is I/O; every ``from_*`` function and :func:`plan` is pure.
+:mod:`.common` holds what the sources share (the result types, :func:`convert`,
+:func:`utc_cursor`), and :mod:`.planning` compares the results with the stored rows
+(:func:`plan`). Reading does I/O, while every ``from_*`` function and :func:`plan` is
+pure.
 """
 
 from __future__ import annotations

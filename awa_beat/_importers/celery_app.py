@@ -1,6 +1,6 @@
 """Source: a Celery app's ``beat_schedule`` (``awa-beat import -A APP``).
 
-No run is known, so the cursor is "now", as a normal sync.
+No run is known, so the cursor is "now", as in a normal sync.
 """
 
 from __future__ import annotations
@@ -13,14 +13,15 @@ from .common import NotCarried, Result, convert, dedupe
 
 
 def load_app(spec: str) -> Any:
-    """The Celery app named like ``celery -A`` does (``module:app``, ``module.app`` or a
-    module holding ``app``/``celery``), imported from the working directory."""
+    """Import the Celery app from the working directory and return it. The name works as
+    it does for ``celery -A``: ``module:app``, ``module.app``, or a module that holds
+    ``app`` or ``celery``."""
     from celery import Celery
     from celery.app.utils import find_app
 
     try:
         app = find_app(spec)
-    except Exception as exc:  # the user's module may raise anything at import time
+    except Exception as exc:  # The user's module may raise anything at import time.
         raise SourceError(f"cannot load the Celery app {spec!r}: "
                           f"{type(exc).__name__}: {first_line(exc)}") from None
     if not isinstance(app, Celery):
@@ -31,7 +32,7 @@ def load_app(spec: str) -> Any:
 def from_beat_schedule(beat_schedule: Mapping[str, Any], *, default_timezone: str = "UTC",
                        default_dispatch: str = "awa", default_dst: str = "awa"
                        ) -> list[Result]:
-    """Every entry of a ``beat_schedule``; no run is known, so the cursor is now."""
+    """Convert every entry of a ``beat_schedule``. No run is known, so the cursor is now."""
     if not isinstance(beat_schedule, Mapping):
         raise SourceError(f"beat_schedule must be a dict of entries, not "
                           f"{type(beat_schedule).__name__}")

@@ -1,7 +1,7 @@
 """Source: django-celery-beat's tables (``awa-beat import --from-django URL``).
 
-Read with plain SQL (the named ``django_*`` queries of ``queries.sql``), so neither
-Django nor django-celery-beat is needed; each ``PeriodicTask`` converts as
+The tables are read with plain SQL (the named ``django_*`` queries of ``queries.sql``),
+so neither Django nor django-celery-beat is needed. Each ``PeriodicTask`` converts as
 django-celery-beat's ``ModelEntry`` would run it.
 """
 
@@ -36,8 +36,8 @@ from .common import (
 #: ``paused_by`` of a row whose task was disabled (``enabled = false``).
 DJANGO_PAUSED_BY = "import: disabled in django-celery-beat"
 
-#: Each of django-celery-beat's tables by its field of :class:`DjangoTables`, with the
-#: named query of ``queries.sql`` that reads it.
+#: Each of django-celery-beat's tables, by its field of :class:`DjangoTables`, with the
+#: named query of ``queries.sql`` that reads the table.
 _SOURCES = {
     "tasks": ("django_celery_beat_periodictask", "django_tasks"),
     "intervals": ("django_celery_beat_intervalschedule", "django_intervals"),
@@ -52,7 +52,7 @@ _PERIODS = ("days", "hours", "minutes", "seconds", "microseconds")
 
 @dataclass(frozen=True)
 class DjangoTables:
-    """django-celery-beat's rows, as dicts of columns (schedules by id)."""
+    """django-celery-beat's rows as dicts of columns, with the schedules by id."""
 
     tasks: list[dict[str, Any]]
     intervals: dict[int, dict[str, Any]] = field(default_factory=dict)
@@ -65,8 +65,8 @@ def read_django(url: str) -> DjangoTables:
     """Read django-celery-beat's tables with plain SQL (the ``django_*`` queries), in one
     read-only snapshot.
 
-    ``SELECT *`` keeps older django-celery-beat schemas readable (a column it lacks reads
-    as missing); a schedule table that does not exist reads as empty.
+    ``SELECT *`` keeps older django-celery-beat schemas readable, because a column that a
+    schema lacks reads as missing. A schedule table that does not exist reads as empty.
     """
     import psycopg
     from psycopg.conninfo import conninfo_to_dict
@@ -108,18 +108,19 @@ def read_django(url: str) -> DjangoTables:
 
 def from_django(tables: DjangoTables, *, now: datetime, default_timezone: str = "UTC",
                 default_dispatch: str = "awa", default_dst: str = "awa") -> list[Result]:
-    """Each ``PeriodicTask`` as django-celery-beat's ``ModelEntry`` runs it.
+    """Convert each ``PeriodicTask`` as django-celery-beat's ``ModelEntry`` runs it.
 
-    Options: ``queue``, ``exchange``, ``routing_key``, ``priority`` and ``headers`` (with
-    the ``periodic_task_name`` header django-celery-beat adds to every message), and
-    ``expires`` (the task's absolute ``expires``, else ``expire_seconds``) as the
-    messages' expiry. A crontab keeps its own time zone; an interval fires on awa-beat's
-    UTC grid; solar is Celery's solar; a clocked task is ``at(clocked_time)``. The
-    task's ``expires`` is also ``end_time`` (the second before it: django-celery-beat
-    stops the task at that instant), ``start_time`` is ``start_time`` and ``one_off`` is
-    ``one_off``. ``enabled = false`` imports the row paused; a one-off that has run is
-    imported retired; ``last_run_at`` is the cursor, except for a clocked task that has
-    not run, whose cursor is just before its time so that it still runs once.
+    The options carried over are ``queue``, ``exchange``, ``routing_key``, ``priority``
+    and ``headers`` (with the ``periodic_task_name`` header that django-celery-beat adds
+    to every message), and ``expires`` (the task's absolute ``expires``, else
+    ``expire_seconds``) as the messages' expiry. A crontab keeps its own time zone, an
+    interval fires on awa-beat's UTC grid, solar stays Celery's solar, and a clocked task
+    becomes ``at(clocked_time)``. The task's ``expires`` also becomes ``end_time`` (the
+    second before it, because django-celery-beat stops the task at that instant),
+    ``start_time`` stays ``start_time`` and ``one_off`` stays ``one_off``. ``enabled =
+    false`` imports the row paused, and a one-off that has run is imported retired.
+    ``last_run_at`` is the cursor, except for a clocked task that has not run: its cursor
+    is just before its time, so that it still runs once.
     """
     return dedupe(guarded(task.get("name"), partial(_django_task, task, tables, now,
                                                     default_timezone, default_dispatch,
@@ -154,8 +155,9 @@ def _django_task(t: Mapping[str, Any], tables: DjangoTables, now: datetime,
             assert instant is not None
             schedule = at(instant)
             # django-celery-beat runs a clocked task whenever it is enabled and has not
-            # run (its run count is reset when it is disabled), however late: a clocked
-            # time already passed still fires once, unless the task has run.
+            # run (its run count is reset when it is disabled), however late. A clocked
+            # time that has already passed therefore still fires once, unless the task
+            # has run.
             if ran and paused_by is None:
                 cursor = instant
             elif instant <= now:
@@ -185,18 +187,18 @@ def _django_task(t: Mapping[str, Any], tables: DjangoTables, now: datetime,
         reasons.append("no schedule (none of interval, crontab, solar, clocked is set)")
     if t.get("one_off") or t.get("clocked_id") is not None:
         if t.get("clocked_id") is None:
-            awa["one_off"] = True  # at() is one run already
+            awa["one_off"] = True  # at() already makes one run.
         if ran and paused_by is None:
-            # It ran: django-celery-beat disables it at its next look (and resets the
-            # count); here it is retired, so no resume runs it again by surprise.
+            # It ran, so django-celery-beat disables it at its next look (and resets the
+            # count). Here it is retired, so that no resume runs it again by surprise.
             paused_by = RETIRED_BY
     start = t.get("start_time")
     if isinstance(start, datetime) and t.get("clocked_id") is None:
         awa["start_time"] = utc_cursor(start, UTC)
     expires = t.get("expires")
     if isinstance(expires, datetime):
-        # PeriodicTask.expires stops the task at that instant (is_due: now >= expires
-        # disables it), so its last fire is the second before; it is also every
+        # PeriodicTask.expires stops the task at that instant (is_due disables it when
+        # now >= expires), so its last fire is the second before. It is also every
         # message's expiry (ModelEntry passes expires_ = expires or expire_seconds).
         last = ceil_second(expires.astimezone(UTC)) - timedelta(seconds=1)
         if t.get("clocked_id") is not None:
@@ -235,12 +237,12 @@ def _django_task(t: Mapping[str, Any], tables: DjangoTables, now: datetime,
 def _in_range(t: datetime) -> bool:
     try:
         return 1970 <= (utc_cursor(t, UTC) or t).year <= 9999
-    except OverflowError:  # year 1 with a positive offset is before year 1 in UTC
+    except OverflowError:  # Year 1 with a positive offset falls before year 1 in UTC.
         return False
 
 
 def _django_solar(row: Mapping[str, Any] | None) -> tuple[Any, str | None]:
-    """(celery solar, problem), built as SolarSchedule.schedule builds it."""
+    """Return (celery solar, problem), built as SolarSchedule.schedule builds it."""
     if row is None:
         return None, "the solar row is missing"
     try:
@@ -249,7 +251,7 @@ def _django_solar(row: Mapping[str, Any] | None) -> tuple[Any, str | None]:
         return solar(str(row["event"]), float(row["latitude"]), float(row["longitude"])), None
     except (KeyError, TypeError, ValueError) as exc:
         return None, f"invalid solar schedule ({exc}): Celery rejects it"
-    except Exception as exc:  # Celery's ImproperlyConfigured without ephem
+    except Exception as exc:  # Celery raises ImproperlyConfigured without ephem.
         return None, f"solar schedule: {first_line(exc)}"
 
 
@@ -257,12 +259,13 @@ _SEVEN = re.compile(r"(?<![0-9])7(?![0-9])")
 
 
 def _django_crontab(row: Mapping[str, Any] | None) -> tuple[Any, str | None, str | None]:
-    """(celery crontab, time zone name, problem)."""
+    """Return (celery crontab, time zone name, problem)."""
     from celery.schedules import crontab
 
     if row is None:
         return None, None, "the crontab row is missing"
-    # As django-celery-beat builds it: the columns go to Celery's crontab as they are.
+    # This builds the crontab as django-celery-beat does: the columns go to Celery's
+    # crontab as they are.
     fields = {key: "*" if row.get(key) is None else str(row[key])
               for key in ("minute", "hour", "day_of_week", "day_of_month", "month_of_year")}
     tz = row.get("timezone")

@@ -1,7 +1,8 @@
 """The plan of an import: what the results would do to the stored rows.
 
-What would be new, changed (field by field), unchanged, whose cursor moves forward (a
-stored cursor never moves back), and what is left out. Pure: nothing is read or written.
+The plan says what would be new, what would change (field by field), what stays
+unchanged, whose cursor moves forward (a stored cursor never moves back), and what is
+left out. It is pure: nothing is read or written.
 """
 
 from __future__ import annotations
@@ -20,15 +21,18 @@ DEFINITION = ("cron_expr", "timezone", "kind", "queue", "args", "priority", "max
 
 @dataclass
 class Plan:
-    """What importing ``results`` does to the stored rows (computed, nothing written)."""
+    """What importing ``results`` does to the stored rows. It is computed; nothing is written."""
 
     new: list[Imported] = field(default_factory=list)
     changed: list[tuple[str, dict[str, tuple[Any, Any]]]] = field(default_factory=list)
-    """(name, {field: (stored, imported)}) for existing rows whose definition changes."""
+    """The pairs (name, {field: (stored, imported)}) of existing rows whose definition
+    changes."""
     cursor_moves: list[tuple[str, datetime | None, datetime]] = field(default_factory=list)
-    """(name, stored, imported): the cursor moves forward to the source's last run."""
+    """The triples (name, stored, imported) whose cursor moves forward to the source's
+    last run."""
     cursor_kept: list[tuple[str, datetime, datetime]] = field(default_factory=list)
-    """(name, stored, imported): the source's last run is older; the cursor stays."""
+    """The triples (name, stored, imported) whose source's last run is older, so the
+    cursor stays."""
     unchanged: list[str] = field(default_factory=list)
     not_carried: list[NotCarried] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -67,10 +71,11 @@ def plan(results: Sequence[Result], existing: Mapping[str, Any], deployment: str
          now: datetime | None = None, force: bool = False) -> Plan:
     """Compare ``results`` with the stored rows (``ScheduleRow`` by name).
 
-    With ``now``, a cursor in the future (the old scheduler's clock was ahead) gets a note:
-    it is kept as it is, since moving it back could fire a run twice. A stored row
-    written at run time (owner 'runtime') is not carried over unless ``force``: the
-    application that wrote it owns its definition, as beat's own sync respects.
+    With ``now``, a cursor in the future (the old scheduler's clock was ahead) gets a
+    note. It is kept as it is, since moving it back could fire a run twice. A stored row
+    written at run time (owner 'runtime') is not carried over unless ``force`` is given,
+    because the application that wrote it owns its definition, as beat's own sync
+    respects.
     """
     out = Plan()
     for result in results:
@@ -121,12 +126,12 @@ class _Absent:
         return "(absent)"
 
 
-#: In a :attr:`Plan.changed` pair: the key is not there on that side.
+#: In a :attr:`Plan.changed` pair, this says that the key is missing on that side.
 ABSENT: Any = _Absent()
 
 
 def _diff(path: str, old: Any, new: Any, out: dict[str, tuple[Any, Any]]) -> None:
-    """The differing leaves of two JSON values, by dotted path (dicts are walked into)."""
+    """Return the differing leaves of two JSON values by dotted path. Dicts are walked into."""
     if isinstance(old, dict) and isinstance(new, dict):
         for key in [*old, *(k for k in new if k not in old)]:
             _diff(f"{path}.{key}", old.get(key, ABSENT), new.get(key, ABSENT), out)
@@ -135,5 +140,6 @@ def _diff(path: str, old: Any, new: Any, out: dict[str, tuple[Any, Any]]) -> Non
 
 
 def _normal(value: Any) -> Any:
-    """Values as JSONB would compare them (tuples are lists; 1 and 1.0 are equal)."""
+    """Return values as JSONB would compare them: tuples become lists, and 1 and 1.0 are
+    equal."""
     return json.loads(json.dumps(value, sort_keys=True, default=str))

@@ -1,8 +1,8 @@
 """Source: RedBeat's entries in Redis (``awa-beat import --from-redbeat URL``).
 
-Each entry is a hash with a ``definition`` (and a ``meta`` holding the last run), JSON
-decoded as celery-redbeat 2.4's ``RedBeatJSONDecoder`` does. The redis package is
-imported only when Redis is read.
+Each entry is a hash with a ``definition`` (and a ``meta`` that holds the last run),
+whose JSON is decoded as celery-redbeat 2.4's ``RedBeatJSONDecoder`` decodes it. The
+redis package is imported only when Redis is read.
 """
 
 from __future__ import annotations
@@ -35,26 +35,26 @@ REDBEAT_PAUSED_BY = "import: disabled in RedBeat"
 
 @dataclass(frozen=True)
 class RedBeatRecord:
-    """One RedBeat entry's hash: its key and the raw ``definition`` and ``meta`` JSON."""
+    """One RedBeat entry's hash: its key and its raw ``definition`` and ``meta`` JSON."""
 
     key: str
     definition: str | None
     meta: str | None
     undecodable: str | None = None
-    """Which of the key, ``definition`` and ``meta`` is not UTF-8 (RedBeat, which reads
-    them as text, cannot either), or None."""
+    """Which of the key, ``definition`` and ``meta`` is not UTF-8, or None. RedBeat reads
+    them as text, so it cannot read such a value either."""
 
 
 @dataclass(frozen=True)
 class _RRule:
-    """A decoded ``rrule`` schedule: the fields RedBeat's encoder wrote."""
+    """A decoded ``rrule`` schedule: the fields that RedBeat's encoder wrote."""
 
     fields: Mapping[str, Any]
 
     def rule(self) -> Any:
-        """The dateutil rrule RedBeat's ``rrule`` schedule builds from these fields (its
-        decoder's ``from_timestamp`` for ``dtstart`` and ``until``: the instant, in its
-        recorded UTC offset)."""
+        """Return the dateutil rrule that RedBeat's ``rrule`` schedule builds from these
+        fields. ``dtstart`` and ``until`` are read as its decoder's ``from_timestamp``
+        reads them: the instant, in its recorded UTC offset."""
         from dateutil.rrule import rrule, weekday
 
         d = dict(self.fields)
@@ -86,8 +86,9 @@ class _Weekday(dict[str, Any]):
 
 
 def _redbeat_object(d: dict[str, Any]) -> Any:
-    """celery-redbeat 2.4's ``RedBeatJSONDecoder.dict_to_object``, for what awa-beat can use
-    (an rrule decodes to its fields, :class:`_RRule`, rebuilt by ``_RRule.rule``)."""
+    """Do what celery-redbeat 2.4's ``RedBeatJSONDecoder.dict_to_object`` does, for what
+    awa-beat can use. An rrule decodes to its fields (:class:`_RRule`), which
+    ``_RRule.rule`` rebuilds."""
     if "__type__" not in d:
         return d
     objtype = d.pop("__type__")
@@ -120,8 +121,8 @@ def decode_redbeat(text: str) -> Any:
 
 
 def redact_url(url: str) -> str:
-    """A Redis (or any) URL with its password replaced (in the netloc or the query),
-    safe to print."""
+    """Return a Redis (or any) URL with its password replaced (in the netloc or the
+    query), so that it is safe to print."""
     try:
         parts = urlsplit(url)
         if parts.password is not None:
@@ -140,7 +141,7 @@ def redact_url(url: str) -> str:
 
 
 def read_redbeat(url: str, key_prefix: str = "redbeat:") -> list[RedBeatRecord]:
-    """Every RedBeat entry under ``key_prefix``: the hashes with a ``definition``.
+    """Read every RedBeat entry under ``key_prefix``: the hashes with a ``definition``.
 
     RedBeat's own keys (``<prefix>:schedule``, ``<prefix>:statics``, the lock) are
     skipped, as is anything that is not a hash.
@@ -151,8 +152,8 @@ def read_redbeat(url: str, key_prefix: str = "redbeat:") -> list[RedBeatRecord]:
         raise SourceError("reading RedBeat needs the redis package: pip install redis") from None
     shown = redact_url(url)
     try:
-        # Bytes, decoded here entry by entry: one value that is not UTF-8 is that entry's
-        # problem, not the whole read's.
+        # The values arrive as bytes and are decoded here entry by entry, so that a value
+        # that is not UTF-8 is that entry's problem, not the whole read's.
         client = redis.Redis.from_url(url, decode_responses=False, socket_connect_timeout=5,
                                       socket_timeout=30)
     except (ValueError, TypeError) as exc:
@@ -182,7 +183,8 @@ def read_redbeat(url: str, key_prefix: str = "redbeat:") -> list[RedBeatRecord]:
 
 
 def _record(key: bytes, definition: bytes | None, meta: bytes | None) -> RedBeatRecord:
-    """A hash's fields as text; the first that is not UTF-8 is named (and left out)."""
+    """Return a hash's fields as text. The first field that is not UTF-8 is named and left
+    out."""
     texts: list[str | None] = []
     bad = None
     for what, raw in (("key", key), ("definition", definition), ("meta", meta)):
@@ -197,11 +199,13 @@ def _record(key: bytes, definition: bytes | None, meta: bytes | None) -> RedBeat
 def from_redbeat(records: Sequence[RedBeatRecord], *, key_prefix: str = "redbeat:",
                  default_timezone: str = "UTC", default_dispatch: str = "awa",
                  default_dst: str = "awa") -> list[Result]:
-    """Each RedBeat entry: interval, crontab and rrule schedules (a crontab runs in the
-    beat app's time zone: ``default_timezone``; an rrule steps in the UTC offset of its
-    ``dtstart``, as RedBeat's does, and keeps its ``count``/``until``); ``enabled: false``
-    imports it paused; the meta's ``last_run_at`` is the cursor (the next run is the
-    rule's first occurrence after it, RedBeat's ``rrule.after(last_run_at)``)."""
+    """Convert each RedBeat entry, with interval, crontab and rrule schedules.
+
+    A crontab runs in the beat app's time zone (``default_timezone``). An rrule steps in
+    the UTC offset of its ``dtstart``, as RedBeat's does, and keeps its ``count`` and
+    ``until``. ``enabled: false`` imports the entry paused. The meta's ``last_run_at`` is
+    the cursor, so the next run is the rule's first occurrence after it, as RedBeat's
+    ``rrule.after(last_run_at)`` gives it."""
     return dedupe(guarded(r.key, partial(_redbeat_entry, r, key_prefix, default_timezone,
                                          default_dispatch, default_dst))
                   for r in records)
@@ -220,7 +224,7 @@ def _redbeat_entry(record: RedBeatRecord, key_prefix: str, default_tz: str,
         definition = decode_redbeat(record.definition)
         if not isinstance(definition, dict):
             raise ValueError("not a JSON object")
-    except Exception as exc:  # RedBeat's own decoder would fail on it too
+    except Exception as exc:  # RedBeat's own decoder would fail on it too.
         return NotCarried(name, f"its definition cannot be decoded: {type(exc).__name__}: "
                           f"{first_line(exc)}")
     name = str(definition.get("name") or name)

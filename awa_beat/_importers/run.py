@@ -1,7 +1,8 @@
-"""Running an import (``awa-beat import``): read the source, convert, plan, then write.
+"""Running an import (``awa-beat import``): it reads the source, converts, plans, then
+writes.
 
 The command line parses the options into :class:`ImportOptions` and prints the
-:class:`ImportOutcome` that :func:`run_import` returns; everything in between is here.
+:class:`ImportOutcome` that :func:`run_import` returns. Everything in between is here.
 """
 
 from __future__ import annotations
@@ -33,42 +34,44 @@ NOT_IN_BEAT_SCHEDULE = ("these rows are not in the app's beat_schedule: beat lis
 
 @dataclass(frozen=True)
 class ImportOptions:
-    """What an import was asked for: at most one ``from_*`` source; none means the app's
-    ``beat_schedule``, and then ``app`` is required."""
+    """What an import was asked for. At most one ``from_*`` source is given; none means
+    the app's ``beat_schedule``, and then ``app`` is required."""
 
     app: Any = None
-    """The Celery app (``-A``, or ``celery -A proj awa import``): its settings are the
-    defaults (time zone, dispatch, deployment, database); None: Celery's defaults."""
+    """The Celery app (``-A``, or ``celery -A proj awa import``), whose settings are the
+    defaults (time zone, dispatch, deployment, database). With None, Celery's defaults
+    apply."""
     from_django: str | None = None
     from_redbeat: str | None = None
     key_prefix: str = "redbeat:"
     from_file: str | None = None
     trust_file: bool = False
-    """Read ``from_file`` even if neither this user nor root owns it (it is a pickle)."""
+    """Whether to read ``from_file`` even if neither this user nor root owns it (it is a
+    pickle)."""
     timezone: str | None = None
-    """Time zone of crontabs that name none (default: the app's, or the file's)."""
+    """The time zone of crontabs that name none. By default it is the app's, or the file's."""
     dispatch: str | None = None
     deployment: str | None = None
     database_url: str | None = None
     dry_run: bool = False
     force: bool = False
-    """Overwrite rows written at run time too (they become configuration again)."""
+    """Whether to overwrite rows written at run time too (they become configuration again)."""
 
 
 @dataclass(frozen=True)
 class ImportOutcome:
-    """What an import found and did: the plan (notes included), and what was written."""
+    """What an import found and did: the plan (with its notes), and what was written."""
 
     source: str
-    """The source, described for people (passwords redacted)."""
+    """The source, described for people, with passwords redacted."""
     deployment: str
     dry_run: bool
     plan: Plan
     imported: int
-    """How many entries were carried over (written, unless a dry run)."""
+    """How many entries were carried over (and written, unless this was a dry run)."""
     written: dict[str, int] | None
     """What the write statement itself reported (``inserted``, ``changed``,
-    ``cursors_moved``, ``unchanged``); None on a dry run."""
+    ``cursors_moved``, ``unchanged``), or None on a dry run."""
 
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "deployment": self.deployment, "dry_run": self.dry_run,
@@ -77,10 +80,10 @@ class ImportOutcome:
 
 def run_import(options: ImportOptions, open_store: Callable[[str | None], Store]
                ) -> ImportOutcome:
-    """Read the source, plan against the stored rows and, unless a dry run, write.
+    """Read the source, plan against the stored rows and, unless this is a dry run, write.
 
-    ``open_store`` gives the (unopened) store for a database URL: the options' one, else
-    the app's ``awa_beat_database_url``, else None.
+    ``open_store`` gives the store (not yet opened) for a database URL: the options' URL,
+    else the app's ``awa_beat_database_url``, else None.
     """
     app = options.app
     settings = Settings.from_app(app.conf if app is not None else {},
@@ -120,9 +123,10 @@ def run_import(options: ImportOptions, open_store: Callable[[str | None], Store]
 
 def read_source(options: ImportOptions, app_timezone: str, dispatch: str, dst: str
                 ) -> tuple[str, list[Result]]:
-    """The chosen source, described, and its results; ``app_timezone`` is the default
-    time zone of crontabs unless the options or the file name one, ``dst`` the DST policy
-    of crontabs whose entry gives none (the app's ``awa_beat_dst``, as beat reads it)."""
+    """Return the chosen source, described, and its results. ``app_timezone`` is the
+    default time zone of crontabs unless the options or the file name one. ``dst`` is the
+    DST policy of crontabs whose entry gives none (the app's ``awa_beat_dst``, as beat
+    reads it)."""
     if options.from_file:
         read = read_schedule_file(options.from_file, trust=options.trust_file)
         default_tz = options.timezone or read.tz or app_timezone
@@ -131,7 +135,7 @@ def read_source(options: ImportOptions, app_timezone: str, dispatch: str, dst: s
                 from_schedule_file(read, default_timezone=default_tz,
                                    default_dispatch=dispatch, default_dst=dst))
     default_tz = options.timezone or app_timezone
-    load_timezone(default_tz)  # a bad zone is one error, not one per entry
+    load_timezone(default_tz)  # A bad zone makes one error, not one per entry.
     if options.from_django:
         return (f"django-celery-beat at {redact(options.from_django)}",
                 from_django(read_django(options.from_django), now=datetime.now(timezone.utc),
@@ -152,7 +156,7 @@ def read_source(options: ImportOptions, app_timezone: str, dispatch: str, dst: s
 
 
 def written(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
-    """Counts of what the import statement reported, row by row."""
+    """Return the counts of what the import statement reported, row by row."""
     old = [r for r in rows if not r["inserted"]]
     moved = [r for r in old if r["cursor_after"] != r["cursor_before"]]
     return {"inserted": len(rows) - len(old),

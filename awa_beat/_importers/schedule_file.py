@@ -1,5 +1,5 @@
-"""Source: a ``celerybeat-schedule`` shelve file written by Celery's ``PersistentScheduler``
-(``awa-beat import --from-file PATH``)."""
+"""Source: a ``celerybeat-schedule`` shelve file that Celery's ``PersistentScheduler``
+wrote (``awa-beat import --from-file PATH``)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ class ScheduleFile:
     """What a ``celerybeat-schedule`` file holds."""
 
     entries: Mapping[str, Any]
-    """name -> ``celery.beat.ScheduleEntry``."""
+    """The entries: name -> ``celery.beat.ScheduleEntry``."""
     tz: str | None
     """The app's ``timezone`` when the file was written."""
     utc_enabled: bool | None
@@ -38,16 +38,16 @@ class ScheduleFile:
     version: str | None
 
 
-#: The files a shelve at PATH may be made of, by dbm module (gnu and ndbm: PATH or
-#: PATH.db; dumb: PATH.dat, PATH.dir and PATH.bak).
+#: The files that a shelve at PATH may be made of, by dbm module. gnu and ndbm use PATH
+#: or PATH.db; dumb uses PATH.dat, PATH.dir and PATH.bak.
 _SHELVE_SUFFIXES = ("", ".db", ".dat", ".dir", ".bak")
 
 
 def check_owner(path: str) -> None:
     """Refuse a schedule file that neither the current user nor root owns.
 
-    Unpickling runs code the file names, so a file someone else could have written is
-    code from someone else. ``--trust-file`` skips this check."""
+    Unpickling runs the code that the file names, so a file that someone else could have
+    written is code from someone else. ``--trust-file`` skips this check."""
     me = os.geteuid()
     for suffix in _SHELVE_SUFFIXES:
         try:
@@ -64,10 +64,10 @@ def check_owner(path: str) -> None:
 def read_schedule_file(path: str, *, trust: bool = False) -> ScheduleFile:
     """Open a PersistentScheduler shelve read-only and unpickle its entries.
 
-    Unpickling imports what the entries reference, and can run any code the file names:
-    read only files you trust. One that neither you nor root owns is refused unless
-    ``trust``. When the entries reference the app's own code, load the app first
-    (``-A``) or run from its directory.
+    Unpickling imports what the entries reference, and it can run any code that the file
+    names, so read only files you trust. A file that neither you nor root owns is refused
+    unless ``trust`` is given. When the entries reference the app's own code, load the
+    app first (``-A``) or run from its directory.
     """
     if os.path.isdir(path):
         raise SourceError(f"{path} is a directory, not a celerybeat-schedule file")
@@ -85,7 +85,7 @@ def read_schedule_file(path: str, *, trust: bool = False) -> ScheduleFile:
                                 store.get("__version__"))
     except SourceError:
         raise
-    except Exception as exc:  # dbm and pickle errors of every kind
+    except Exception as exc:  # dbm and pickle raise errors of every kind.
         raise SourceError(f"cannot read {path}: {type(exc).__name__}: "
                           f"{first_line(exc)}") from None
     if not isinstance(entries, Mapping):
@@ -100,7 +100,7 @@ def _unpickle_entries(store: Any, path: str) -> Any:
         return store["entries"]
     except KeyError:
         raise SourceError(f"{path} has no 'entries': not a celerybeat-schedule file") from None
-    except Exception as exc:  # anything unpickling may raise
+    except Exception as exc:  # Unpickling may raise anything.
         raise SourceError(
             f"cannot unpickle the entries of {path}: {type(exc).__name__}: "
             f"{first_line(exc)} (pass -A with the app whose beat wrote it, and run from "
@@ -108,10 +108,10 @@ def _unpickle_entries(store: Any, path: str) -> Any:
 
 
 def naive_zone(tz: str | None, utc_enabled: bool | None) -> tzinfo:
-    """How Celery reads a naive ``last_run_at`` of a file written with these settings:
-    UTC when ``enable_utc`` was on (Celery's default, and ``maybe_make_aware``'s rule),
-    else local time in the app's ``timezone``, else in the system's zone (``app.timezone``
-    without ``enable_utc``)."""
+    """Return the zone in which Celery reads a naive ``last_run_at`` of a file written
+    with these settings: UTC when ``enable_utc`` was on (Celery's default, and
+    ``maybe_make_aware``'s rule), else local time in the app's ``timezone``, else in the
+    system's zone (``app.timezone`` without ``enable_utc``)."""
     if utc_enabled is None or utc_enabled:
         return UTC
     if tz:
@@ -127,10 +127,11 @@ def naive_zone(tz: str | None, utc_enabled: bool | None) -> tzinfo:
 def from_schedule_file(schedule_file: ScheduleFile, *, default_timezone: str | None = None,
                        default_dispatch: str = "awa", default_dst: str = "awa"
                        ) -> list[Result]:
-    """Each entry of a PersistentScheduler file; its ``last_run_at`` is the cursor.
+    """Convert each entry of a PersistentScheduler file. Its ``last_run_at`` is the cursor.
 
     A crontab runs in the app's time zone, which Celery recorded in the file (``tz``;
-    Celery resets the file when it changes): that is the default unless one is given.
+    Celery resets the file when the zone changes). That zone is the default unless one is
+    given.
     """
     default_tz = default_timezone or schedule_file.tz or "UTC"
     zone = naive_zone(schedule_file.tz, schedule_file.utc_enabled)
