@@ -1,4 +1,5 @@
-"""awa-beat's settings, where it finds its database, and DSNs shown without passwords."""
+"""awa-beat's settings, where awa-beat finds its database, and how DSNs are shown
+without passwords."""
 
 from __future__ import annotations
 
@@ -13,21 +14,22 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from .errors import ConfigError
 
 DATABASE_URL_ENV = "AWA_BEAT_DATABASE_URL"
-#: The bytes of "AWA_BEAT": the default leader lock key. Never Awa's own "AWA_MAIN"
-#: (4708303813012965710), which would shut Awa workers out of all their maintenance.
+#: The bytes of "AWA_BEAT" make the default leader lock key. It must never be Awa's own
+#: "AWA_MAIN" (4708303813012965710), which would shut Awa workers out of all their
+#: maintenance.
 DEFAULT_LOCK_KEY = int.from_bytes(b"AWA_BEAT", "big")
 AWA_MAIN_LOCK_KEY = 4708303813012965710
-#: Seconds after which the server drops the lock of a leader that stopped answering.
+#: The seconds after which the server drops the lock of a leader that stopped answering.
 DEFAULT_LOCK_TIMEOUT = 8.0
-#: Seconds a beat's clock may differ from the database's before it may not lead, and
-#: how far past the database's now() a fire may be dated.
+#: How many seconds a beat's clock may differ from the database's before the beat may
+#: not lead, and how far past the database's now() a fire may be dated.
 DEFAULT_CLOCK_TOLERANCE = 2.0
 HOUR = 3600
 DAY = 24 * HOUR
 
 
 def redact(dsn: str) -> str:
-    """The DSN with any password replaced, safe to log or print."""
+    """Return the DSN with any password replaced, so that it is safe to log or print."""
     try:
         params = conninfo_to_dict(dsn)
     except Exception:
@@ -43,7 +45,7 @@ def validate_dsn(dsn: str) -> str:
     try:
         conninfo_to_dict(dsn)
     except Exception:
-        # Not chained: the parser's message may quote the password.
+        # The error is not chained, because the parser's message may quote the password.
         raise ConfigError(
             "the database URL is malformed; expected e.g. "
             "postgresql://user:password@host:5432/dbname"
@@ -54,15 +56,15 @@ def validate_dsn(dsn: str) -> str:
 def database_url(
     explicit: str | None = None, environ: Mapping[str, str] | None = None
 ) -> str | None:
-    """The configured database URL: the explicit value, else $AWA_BEAT_DATABASE_URL."""
+    """Return the configured database URL: the explicit value, else $AWA_BEAT_DATABASE_URL."""
     environ = os.environ if environ is None else environ
     url = explicit or environ.get(DATABASE_URL_ENV) or None
     return validate_dsn(url) if url else None
 
 
 def celery_dispatch_refused(entries: list[str], fix: str) -> ConfigError:
-    """The refusal to dispatch ``entries`` to Celery where Awa owns ``awa.jobs``: Awa
-    workers would run those jobs too. Beat and the importer both make it."""
+    """Return the refusal to dispatch ``entries`` to Celery where Awa owns ``awa.jobs``,
+    because Awa workers would run those jobs too. Beat and the importer both refuse."""
     shown = f"; entries: {', '.join(entries)}" if entries else ""
     return ConfigError("Celery dispatch needs awa-beat's standalone schema, but Awa owns "
                        f"awa.jobs in this database (Awa workers would run those jobs too); "
@@ -74,7 +76,7 @@ class Settings:
     """awa-beat's settings, read Celery-style from the app's configuration.
 
     Each key ``awa_beat_<name>`` may also be given in the environment as
-    ``AWA_BEAT_<NAME>`` (handy in containers); the app's configuration wins.
+    ``AWA_BEAT_<NAME>`` (which is handy in containers). The app's configuration wins.
     """
 
     database_url: str | None = None
@@ -195,7 +197,7 @@ class Settings:
 def _conf_get(conf: Any, key: str) -> Any:
     try:
         return conf.get(key)
-    except AttributeError:  # pragma: no cover - a plain object
+    except AttributeError:  # pragma: no cover - The configuration is a plain object.
         return getattr(conf, key, None)
 
 
@@ -208,7 +210,8 @@ def _number(value: Any, key: str, kind: type, default: Any, *, minimum: float,
     except (TypeError, ValueError, OverflowError):
         raise ConfigError(f"awa_beat_{key} must be a {kind.__name__}, not {value!r}") from None
     if not math.isfinite(number):
-        # NaN compares false with every bound, and a timer cannot wait for ever.
+        # NaN compares false with every bound, and a timer cannot wait forever, so both
+        # are refused.
         raise ConfigError(f"awa_beat_{key} is {value!r}; it must be a finite number")
     if number < minimum or (maximum is not None and number > maximum):
         raise ConfigError(f"awa_beat_{key} is {value!r}; it must be at least {minimum}"
@@ -221,7 +224,8 @@ _FALSE = ("0", "false", "no", "off", "")
 
 
 def _flag(value: Any, key: str) -> bool:
-    """A boolean setting: True/False in the app, or 1/0, true/false, yes/no, on/off."""
+    """Read a boolean setting: True or False in the app, or 1/0, true/false, yes/no or
+    on/off."""
     if value is None or isinstance(value, bool):
         return bool(value)
     text = str(value).strip().lower()

@@ -1,25 +1,25 @@
 """Worker feedback: what became of every task awa-beat fired (docs/outcomes.md).
 
 A Celery worker turns it on with one setting, ``awa_beat_track_outcomes = True`` (or
-``AWA_BEAT_TRACK_OUTCOMES=1``): awa-beat's ``celery.commands`` entry point is imported by
-every ``celery`` command, and it connects :func:`on_worker_init`, which calls
+``AWA_BEAT_TRACK_OUTCOMES=1``). Every ``celery`` command imports awa-beat's
+``celery.commands`` entry point, which connects :func:`on_worker_init`, and that calls
 :func:`install` when the setting is on. A worker started some other way (from Python,
-``celery.contrib.testing``) calls ``awa_beat.outcomes.install(app)`` itself.
+or with ``celery.contrib.testing``) calls ``awa_beat.outcomes.install(app)`` itself.
 
-On the worker each task awa-beat fired is recognised by the headers the bridge puts on
-its message (job, schedule, fire time), checked against its task id (derived from them),
-so any other task costs one attribute look-up. Its start and end are appended to an
-in-memory buffer; a background thread per process writes the buffer in batches (one
-statement per batch), so a task never waits on the database and an outage only delays
-the records: they stay buffered up to a bound, beyond which the oldest are dropped,
-counted and logged once.
+On the worker, each task that awa-beat fired is recognised by the headers that the bridge
+puts on its message (job, schedule, fire time), checked against its task id (which is
+derived from them), so any other task costs one attribute look-up. The task's start and
+end are appended to an in-memory buffer. A background thread per process writes the
+buffer in batches (one statement per batch), so a task never waits on the database, and
+an outage only delays the records. They stay buffered up to a bound; beyond it, the
+oldest are dropped, counted and logged once.
 
-At most once (per schedule ``options["awa_beat"]["at_most_once"]``, or
-``awa_beat_at_most_once`` on the worker) is the one synchronous part: before the task
+At most once (per schedule with ``options["awa_beat"]["at_most_once"]``, or with
+``awa_beat_at_most_once`` on the worker) is the one synchronous part. Before the task
 runs, one ``INSERT ... ON CONFLICT`` claims its task id, and a second delivery of a fire
 whose run already started is acknowledged and not run (Celery's ``Ignore``). The claim
-cannot be checked while the database is down: the task then runs (logged once), since a
-database outage must never stop tasks.
+cannot be checked while the database is down, so the task then runs (and this is logged
+once), since a database outage must never stop tasks.
 """
 
 from __future__ import annotations
@@ -50,28 +50,29 @@ from .errors import AwaBeatError, first_line
 logger = logging.getLogger(__name__)
 
 UTC = timezone.utc
-#: Seconds between two writes of the buffer.
+#: How many seconds pass between two writes of the buffer.
 FLUSH_INTERVAL = 0.5
-#: Reports written per statement.
+#: How many reports one statement writes.
 BATCH = 1000
-#: Reports kept while the database is unreachable; beyond it the oldest are dropped.
+#: How many reports are kept while the database is unreachable. Beyond it, the oldest are
+#: dropped.
 MAX_BUFFERED = 100_000
-#: Seconds between two purges of old outcomes by a writer.
+#: How many seconds pass between two purges of old outcomes by a writer.
 PURGE_INTERVAL = 3600.0
-#: Seconds a claim waits for a connection before the task runs unclaimed, and seconds
-#: after a failed claim during which tasks run without asking (so that an outage costs
-#: one wait, not one per task).
+#: How many seconds a claim waits for a connection before the task runs unclaimed, and
+#: how many seconds after a failed claim tasks run without asking (so that an outage
+#: costs one wait, not one per task).
 CLAIM_TIMEOUT = 2.0
 CLAIM_BACKOFF = 5.0
-#: The state Celery reports after a run, as recorded; None: nothing to record (a
-#: duplicate that was skipped, or a state that is not an end).
+#: The state that Celery reports after a run, as it is recorded. None means there is
+#: nothing to record (a duplicate that was skipped, or a state that is not an end).
 _STATES = {"SUCCESS": "succeeded", "FAILURE": "failed", "RETRY": "retried",
            "REVOKED": "revoked", "REJECTED": "failed"}
 _DUPLICATE = "awa_beat_duplicate"
 
 
 def outcome_state(celery_state: str | None) -> str | None:
-    """The recorded state for Celery's state at the end of a run."""
+    """Return the recorded state for Celery's state at the end of a run."""
     return _STATES.get(celery_state or "")
 
 
@@ -84,7 +85,7 @@ def error_line(exc: BaseException | None) -> str | None: ...
 
 
 def error_line(exc: BaseException | None) -> str | None:
-    """``Type: first line of the message``, at most 500 characters."""
+    """Return ``Type: first line of the message``, in at most 500 characters."""
     if exc is None:
         return None
     return f"{type(exc).__name__}: {first_line(exc)}"[:500]
@@ -92,8 +93,8 @@ def error_line(exc: BaseException | None) -> str | None:
 
 @dataclass(slots=True)
 class Report:
-    """One piece of news about one task; None fields leave what is stored alone
-    (``finished_at``, ``runtime`` and ``error`` are cleared by a start)."""
+    """One piece of news about one task. A None field leaves what is stored alone, except
+    that a start clears ``finished_at``, ``runtime`` and ``error``."""
 
     task_id: str
     schedule: str
@@ -109,12 +110,13 @@ class Report:
 
 
 def merge(reports: Iterable[Report]) -> list[Report]:
-    """One report per task id, in first-seen order: a later report overrides the state
-    and the end, and keeps the start and worker of an earlier one when it has none."""
+    """Return one report per task id, in first-seen order. A later report overrides the
+    state and the end, and it keeps the start and the worker of an earlier report when it
+    has none."""
     merged: dict[str, Report] = {}
     for r in reports:
         old = merged.get(r.task_id)
-        if old is None or r.started_at is not None:  # a start begins the run afresh
+        if old is None or r.started_at is not None:  # A start begins the run afresh.
             merged[r.task_id] = r
         else:
             merged[r.task_id] = replace(r, started_at=old.started_at,
@@ -124,7 +126,7 @@ def merge(reports: Iterable[Report]) -> list[Report]:
 
 
 def outcome_params(reports: list[Report]) -> dict[str, list[Any]]:
-    """Bind parameters of ``record_outcomes``."""
+    """Return the bind parameters of ``record_outcomes``."""
     return {
         "task_ids": [r.task_id for r in reports], "schedules": [r.schedule for r in reports],
         "fire_times": [r.fire_time for r in reports], "job_ids": [r.job_id for r in reports],
@@ -137,8 +139,8 @@ def outcome_params(reports: list[Report]) -> dict[str, list[Any]]:
 
 
 class Buffer:
-    """Reports waiting to be written: appended by tasks, taken by the writer. Bounded:
-    past ``limit`` the oldest are dropped and counted."""
+    """The reports waiting to be written. Tasks append them, and the writer takes them.
+    The buffer is bounded: past ``limit``, the oldest are dropped and counted."""
 
     def __init__(self, limit: int = MAX_BUFFERED) -> None:
         self.limit = limit
@@ -150,8 +152,8 @@ class Buffer:
         return len(self._items)
 
     def append(self, report: Report) -> None:
-        # deque.append is atomic; the bound is checked without the lock, and enforced
-        # exactly by the writer's take() and put_back().
+        # deque.append is atomic. The bound is checked here without the lock, and the
+        # writer's take() and put_back() enforce it exactly.
         self._items.append(report)
         if len(self._items) > self.limit:
             with self._lock:
@@ -168,7 +170,7 @@ class Buffer:
         return out
 
     def put_back(self, reports: list[Report]) -> None:
-        """Reports that could not be written, ahead of the newer ones."""
+        """Put back the reports that could not be written, ahead of the newer ones."""
         with self._lock:
             self._items.extendleft(reversed(reports))
             while len(self._items) > self.limit:
@@ -177,11 +179,11 @@ class Buffer:
 
 
 class Writer:
-    """Writes one process's buffer in batches on a daemon thread, and claims runs.
+    """Write one process's buffer in batches on a daemon thread, and claim runs.
 
-    ``connect`` returns an opened store; it is called on the writer's thread (or by the
-    first claim) and again after a failure, so a worker started while the database is
-    down begins recording once it is back.
+    ``connect`` returns an opened store. It is called on the writer's thread (or by the
+    first claim), and again after a failure, so a worker started while the database is
+    down begins recording once the database is back.
     """
 
     def __init__(self, connect: Callable[[], Any], *, retention: timedelta,
@@ -208,13 +210,13 @@ class Writer:
     # -- called by the tasks ------------------------------------------------------------
 
     def add(self, report: Report) -> None:
-        if self._pid != os.getpid():  # first report, or a forked pool process
+        if self._pid != os.getpid():  # This is the first report, or a forked pool process.
             self._start()
         self.buffer.append(report)
 
     def claim(self, report: Report) -> bool:
-        """Claim a run synchronously: False for a duplicate. When the database cannot
-        be asked the run goes ahead, and its start is recorded later."""
+        """Claim a run synchronously, and return False for a duplicate. When the database
+        cannot be asked, the run goes ahead, and its start is recorded later."""
         if self.clock() < self._claim_retry_at:
             self.add(report)
             return True
@@ -239,7 +241,7 @@ class Writer:
 
     def _start(self) -> None:
         self._pid = os.getpid()
-        self._store = None  # a connection inherited through fork is not ours to use
+        self._store = None  # A connection inherited through fork is not ours to use.
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="awa-beat-outcomes",
                                         daemon=True)
@@ -258,7 +260,8 @@ class Writer:
             self.flush()
 
     def flush(self) -> bool:
-        """Write everything buffered; False if the database refused (kept for later)."""
+        """Write everything buffered, and return False if the database refused (the reports
+        are kept for later)."""
         while len(self.buffer):
             batch = merge(self.buffer.take(BATCH))
             try:
@@ -280,7 +283,7 @@ class Writer:
         with self._store_lock:
             store, self._store = self._store, None
         if store is not None:
-            with contextlib.suppress(Exception):  # the pool may be gone with the database
+            with contextlib.suppress(Exception):  # The pool may be gone with the database.
                 store.close()
         if not self._outage:
             self._outage = True
@@ -323,7 +326,7 @@ class Writer:
 
 @dataclass(frozen=True, slots=True)
 class Fire:
-    """What the headers say of an awa-beat task."""
+    """What the headers say about an awa-beat task."""
 
     job_id: int
     schedule: str
@@ -332,8 +335,9 @@ class Fire:
 
 
 def identify(task_id: str | None, headers: Mapping[str, Any] | Any) -> Fire | None:
-    """The fire a task belongs to, if awa-beat fired it: the bridge's headers, checked
-    against the task id they derive (a forged or stale header is not ours)."""
+    """Return the fire that a task belongs to, if awa-beat fired it. The bridge's headers
+    are checked against the task id that they derive, so a forged or stale header does
+    not count as ours."""
     get = headers.get if isinstance(headers, Mapping) else (
         lambda key, default=None: getattr(headers, key, default))
     job = get(JOB_HEADER, None)
@@ -351,8 +355,8 @@ def identify(task_id: str | None, headers: Mapping[str, Any] | Any) -> Fire | No
 
 
 def _request_fire(request: Any) -> Fire | None:
-    """From a task's request (Context): custom headers are its attributes in protocol 2,
-    or in ``request.headers`` under some transports and versions."""
+    """Read a header from a task's request (Context). Custom headers are its attributes
+    in protocol 2, or they are in ``request.headers`` under some transports and versions."""
     found = identify(getattr(request, "id", None), request)
     if found is None and isinstance(getattr(request, "headers", None), Mapping):
         found = identify(request.id, request.headers)
@@ -360,7 +364,7 @@ def _request_fire(request: Any) -> Fire | None:
 
 
 class Tracker:
-    """The signal handlers of one app: reports into a :class:`Writer`."""
+    """The signal handlers of one app. They put reports into a :class:`Writer`."""
 
     def __init__(self, writer: Writer, *, at_most_once: bool = False,
                  host: str | None = None) -> None:
@@ -384,7 +388,7 @@ class Tracker:
             self.writer.add(report)
         elif not self.writer.claim(report):
             self._running.pop(task_id, None)
-            setattr(request, _DUPLICATE, True)  # the guarded before_start raises Ignore
+            setattr(request, _DUPLICATE, True)  # The guarded before_start raises Ignore.
             self.duplicates += 1
             event(logger, logging.WARNING, "outcomes.duplicate_skipped",
                   "awa-beat: task %s (schedule %r, fire %s) already ran or runs; this "
@@ -420,14 +424,15 @@ class Tracker:
 
     def revoked(self, request: Any = None, terminated: bool = False, expired: bool = False,
                 **_: Any) -> None:
-        """A revoked task (never started, or terminated while running, maybe in a pool
-        process): reported by the worker's main process from its request."""
+        """Report a revoked task (one that never started, or that was terminated while it
+        ran, maybe in a pool process). The worker's main process reports it from its
+        request."""
         task_id = getattr(request, "id", None)
-        # Celery passes the task's Context (headers as attributes); older versions the
-        # worker's Request, whose headers are in request_dict.
+        # Celery passes the task's Context, with the headers as attributes; older versions
+        # pass the worker's Request, whose headers are in request_dict.
         fire = _request_fire(request) or identify(
             task_id, getattr(request, "request_dict", None) or {})
-        if fire is None or task_id is None:  # no id, no fire: identify() needs one
+        if fire is None or task_id is None:  # identify() needs a task id.
             return
         self._running.pop(task_id, None)
         self.writer.add(Report(task_id, fire.schedule, fire.fire_time, fire.job_id, "revoked",
@@ -444,9 +449,10 @@ def _guard_tasks(app: Any) -> None:
     """Make every task of ``app`` skip its run when the claim found a duplicate.
 
     A signal handler cannot stop a task (Celery logs what it raises), but ``before_start``
-    runs inside the task's trace, where ``Ignore`` acknowledges the message and skips
-    the run. Celery builds each task's tracer after ``worker_init``, and only calls
-    ``before_start`` when a task class defines one, so it is wrapped on every class.
+    runs inside the task's trace, where ``Ignore`` acknowledges the message and skips the
+    run. Celery builds each task's tracer after ``worker_init``, and it calls
+    ``before_start`` only when a task class defines one, so the method is wrapped on every
+    class.
     """
     from celery.exceptions import Ignore
 
@@ -471,8 +477,9 @@ _installed: dict[int, Tracker] = {}
 
 def install(app: Any, settings: Settings | None = None,
             connect: Callable[[], Any] | None = None) -> Tracker:
-    """Record the outcomes of the tasks awa-beat fired that ``app``'s worker runs; call
-    it before the worker starts consuming (``worker_init``). Idempotent per app."""
+    """Record the outcomes of the tasks that awa-beat fired and that ``app``'s worker runs.
+    Call it before the worker starts consuming (``worker_init``). Calling it again for the
+    same app does nothing."""
     from celery import signals
 
     tracker = _installed.get(id(app))
@@ -513,7 +520,8 @@ def _store_factory(settings: Settings) -> Callable[[], Any]:
 
 
 def on_worker_init(sender: Any = None, **_: Any) -> None:
-    """``worker_init``: install when the worker's app has ``awa_beat_track_outcomes``."""
+    """On ``worker_init``, install the recorder when the worker's app has
+    ``awa_beat_track_outcomes`` on."""
     app = getattr(sender, "app", None)
     if app is None:
         return
