@@ -1,26 +1,27 @@
-"""Leadership: one active beat per lock key, any number of standbys.
+"""Leadership: one beat is active per lock key, with any number of standbys.
 
-States and steps::
+The states and the steps between them::
 
     follower --try_acquire() wins--> leader --ping() fails / resign()--> follower
 
 * The lock is a session-level ``pg_try_advisory_lock`` on a dedicated connection that
   no pool can recycle, so it lives exactly as long as that connection.
 * A follower calls :meth:`Leadership.try_acquire` every election interval.
-* A leader calls :meth:`Leadership.ping` every ping interval; a failed ping means the
-  session (and so the lock) may be gone, so leadership ends at once.
-* Time comes from the database: each election attempt and each ping first measures
-  this host's clock against the server's (:func:`~awa_beat._db.store.clock_skew`). Beyond the clock
-  tolerance a follower does not try for the lock and a leader stands down, so that a
-  standby whose clock is right takes over (the fire statement refuses fires dated past
-  the database's clock anyway: this keeps a skewed beat from holding the lock idle).
+* A leader calls :meth:`Leadership.ping` every ping interval. A failed ping means that
+  the session (and so the lock) may be gone, so leadership ends at once.
+* Time comes from the database. Each election attempt and each ping first measures this
+  host's clock against the server's (:func:`~awa_beat._db.store.clock_skew`). Beyond the
+  clock tolerance, a follower does not try for the lock and a leader stands down, so that
+  a standby whose clock is right takes over. (The fire statement refuses fires dated
+  past the database's clock anyway; this rule keeps a skewed beat from holding the lock
+  idle.)
 * :meth:`Leadership.resign` unlocks and closes the connection, so a standby takes over
   within its election interval.
 * A leader may :meth:`Leadership.listen` on the same connection and sleep in
   :meth:`Leadership.wait` until a notification or a timeout, so that it needs no
-  wake-up to notice changes; a connection that fails there ends leadership too.
-  A follower may do the same between its elections (the connection is open anyway),
-  so that its warm view follows changes as they commit.
+  wake-up to notice changes. A connection that fails there ends leadership too. A
+  follower may do the same between its elections (the connection is open anyway), so
+  that its warm view follows changes as they commit.
 
 The lock only keeps standbys idle. Correctness never rests on it: every fire is a
 compare-and-swap on the schedule's cursor, so even two beats that both believe they
@@ -65,14 +66,15 @@ logger = logging.getLogger('awa_beat.leader')
 
 
 def skew_words(skew: float) -> str:
-    """A skew (see :func:`clock_skew`) in words: ``"3600.0 s ahead of the database's"``."""
+    """Describe a skew (see :func:`clock_skew`) in words: ``"3600.0 s ahead of the
+    database's"``."""
     way = "behind" if skew > 0 else "ahead of"
     return f"{abs(skew):.1f} s {way} the database's"
 
 
 def skew_problem(skew: float, tolerance: float) -> str | None:
-    """Why a host whose clock is ``skew`` seconds behind the database's (negative:
-    ahead) may not lead, or None when it is within ``tolerance`` seconds."""
+    """Return why a host whose clock is ``skew`` seconds behind the database's (a negative
+    skew means ahead) may not lead, or None when the skew is within ``tolerance`` seconds."""
     if abs(skew) <= tolerance:
         return None
     return (f"this host's clock is {skew_words(skew)} "
@@ -80,22 +82,24 @@ def skew_problem(skew: float, tolerance: float) -> str | None:
 
 
 class Leadership:
-    """Holds (or waits for) the session advisory lock ``lock_key``."""
+    """Hold (or wait for) the session advisory lock ``lock_key``."""
 
     def __init__(self, conninfo: str, lock_key: int = DEFAULT_LOCK_KEY, *,
                  probe: Callable[[], AbstractContextManager[psycopg.Connection]] | None = None,
                  lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
                  clock_tolerance: float = DEFAULT_CLOCK_TOLERANCE,
                  wall: Callable[[], float] = time.time) -> None:
-        """``probe`` lends another connection to the same database for the check that
-        session locks hold (a pool's, say); without it, one is opened for the check.
+        """``probe`` lends another connection to the same database (a pool's, say) for
+        the check that session locks hold. Without it, a connection is opened for the
+        check.
 
-        ``lock_timeout``: seconds after which the server drops the lock's session of a
-        leader that stopped answering (a dead host, a silent partition), so that a
-        standby can take over; the leader's own side gives up on the server as fast.
+        ``lock_timeout`` is the number of seconds after which the server drops the lock's
+        session of a leader that stopped answering (a dead host, a silent partition), so
+        that a standby can take over. The leader's own side gives up on the server as
+        fast.
 
-        ``clock_tolerance``: seconds this host's clock (``wall``, epoch seconds) may
-        differ from the database's for it to lead."""
+        ``clock_tolerance`` is the number of seconds by which this host's clock (``wall``,
+        in epoch seconds) may differ from the database's while the host leads."""
         if lock_key == AWA_MAIN_LOCK_KEY:
             raise ConfigError("awa_beat_lock_key must not be Awa's own lock key (AWA_MAIN)")
         self.conninfo = conninfo
@@ -106,17 +110,17 @@ class Leadership:
         self._conn: psycopg.Connection | None = None
         self._channel: str | None = None
         self.since: float | None = None
-        """Monotonic time leadership was won, or None while following."""
+        """The monotonic time when leadership was won, or None while following."""
         self.backend_pid: int | None = None
-        """The server's pid of the lock's session while leading: what the outbox's fence
-        checks the lock against."""
+        """The server's pid of the lock's session while leading. The outbox's fence checks
+        the lock against it."""
         self.clock_tolerance = clock_tolerance
         self._wall = wall
         self.skew: float | None = None
-        """Seconds the database's clock was ahead of this host's at the last measure
-        (negative: behind), or None before the first."""
+        """How many seconds the database's clock was ahead of this host's at the last
+        measure (a negative value means behind), or None before the first measure."""
         self.clock_problem: str | None = None
-        """Why this host's clock keeps it from leading, or None."""
+        """Why this host's clock keeps it from leading, or None when it does not."""
 
     def __repr__(self) -> str:
         state = "leader" if self.is_leader else "follower"
@@ -127,7 +131,7 @@ class Leadership:
         return self.since is not None
 
     def try_acquire(self) -> bool:
-        """One non-blocking attempt; True when this process now leads."""
+        """Make one non-blocking attempt, and return True when this process now leads."""
         if self.is_leader:
             return True
         try:
@@ -153,11 +157,11 @@ class Leadership:
         return True
 
     def ping(self) -> bool:
-        """Check the lock's session is alive; on failure, stop leading at once."""
+        """Check that the lock's session is alive. On a failure, stop leading at once."""
         if not self.is_leader or self._conn is None:
             return False
         try:
-            # The clock's reading is the ping: one round trip checks the session and
+            # Reading the clock is the ping, so one round trip checks the session and
             # measures the skew.
             if self._clock_refuses(self._conn, "stands down"):
                 self._lose()
@@ -172,8 +176,8 @@ class Leadership:
         return True
 
     def _clock_refuses(self, conn: psycopg.Connection, action: str) -> bool:
-        """Measure the skew on ``conn``; True (said once, when it starts) when it is
-        beyond the tolerance."""
+        """Measure the skew on ``conn``, and return True when it is beyond the tolerance.
+        The problem is logged once, when it starts."""
         self.skew = read_skew(conn, self._wall)
         problem = skew_problem(self.skew, self.clock_tolerance)
         if problem is not None and self.clock_problem is None:
@@ -190,18 +194,18 @@ class Leadership:
 
     @property
     def listening(self) -> bool:
-        """Whether this leader wakes on notifications."""
+        """Return whether this leader wakes on notifications."""
         return self._channel is not None and self.is_leader
 
     @property
     def subscribed(self) -> bool:
-        """Whether the lock's session LISTENs, leading or not."""
+        """Return whether the lock's session LISTENs, whether it leads or not."""
         return self._channel is not None and self._conn is not None
 
     def listen(self, channel: str) -> bool:
-        """LISTEN on the lock's session, so :meth:`wait` wakes on ``channel``'s
-        notifications; False (and the caller should poll) if that failed. A follower
-        opens the session if need be; it keeps the LISTEN when it wins."""
+        """LISTEN on the lock's session, so that :meth:`wait` wakes on ``channel``'s
+        notifications. Return False if that failed, and the caller should then poll. A
+        follower opens the session if need be, and it keeps the LISTEN when it wins."""
         if self.subscribed and self._channel == channel:
             return True
         try:
@@ -210,7 +214,7 @@ class Leadership:
                 return False
             conn.execute(psycopg.sql.SQL(queries["listen"]).format(
                 channel=psycopg.sql.Identifier(channel)))
-        except StoreError as exc:  # a follower could not open the session
+        except StoreError as exc:  # A follower could not open the session.
             logger.debug("beat: cannot LISTEN on %s yet: %s", channel, first_line(exc))
             return False
         except psycopg.Error as exc:
@@ -226,8 +230,9 @@ class Leadership:
         return True
 
     def wait(self, timeout: float) -> set[str]:
-        """Sleep up to ``timeout`` seconds, less if a notification arrives; return the
-        payloads received (empty: timed out, or leadership was lost meanwhile).
+        """Sleep up to ``timeout`` seconds, less if a notification arrives, and return the
+        payloads received. The result is empty when the wait timed out or leadership was
+        lost meanwhile.
 
         Notifications received while another statement ran on this connection were
         kept by psycopg and are returned at once.
@@ -238,21 +243,22 @@ class Leadership:
         deadline = time.monotonic() + timeout
         try:
             while True:
-                # timeout=0: what psycopg kept, plus what the socket already holds.
+                # With timeout=0 this returns what psycopg kept, plus what the socket
+                # already holds.
                 got = {n.payload for n in conn.notifies(timeout=0)}
                 remaining = deadline - time.monotonic()
                 if got or remaining <= 0:
                     return got
-                # Our own wait, not notifies(timeout=...): psycopg's wakes every 100 ms,
-                # ten wake-ups a second of an idle process. A selector, not select(),
-                # which refuses descriptors above 1023.
+                # This is our own wait, not notifies(timeout=...), because psycopg's wait
+                # wakes every 100 ms: ten wake-ups a second in an idle process. It uses a
+                # selector, not select(), which refuses descriptors above 1023.
                 with selectors.DefaultSelector() as selector:
                     selector.register(conn.fileno(), selectors.EVENT_READ)
                     selector.select(remaining)
         except psycopg.Error as exc:
             if not self.is_leader:
-                # A follower's session: the next election opens another, and the node
-                # listens again on it.
+                # This was a follower's session: the next election opens another, and the
+                # node listens again on it.
                 logger.debug("beat: standby's lock session failed: %s", first_line(exc))
                 self._drop_connection()
                 return set()
@@ -264,7 +270,8 @@ class Leadership:
             return set()
 
     def resign(self) -> None:
-        """Release the lock now so a standby can take over; idempotent.
+        """Release the lock now, so that a standby can take over. Calling it again does
+        nothing.
 
         Closing the session releases the lock. No query is sent: this runs from
         Celery's SIGTERM handler, possibly while the main thread is using the same
@@ -285,11 +292,12 @@ class Leadership:
         self._drop_connection()
 
     def connection(self) -> psycopg.Connection:
-        """The lock's session, opened if need be (:class:`StoreError` if it cannot be).
+        """Return the lock's session, and open it if need be (raising :class:`StoreError`
+        if it cannot be opened).
 
-        Lent out before the first election too, so that start-up reads the schema on
-        it instead of opening a connection of its own; it must be left open, and with
-        no transaction open.
+        The session is lent out before the first election too, so that start-up reads
+        the schema on it instead of opening a connection of its own. The borrower must
+        leave it open, with no transaction open.
         """
         if self._conn is None or self._conn.closed:
             probes = keepalives(self.lock_timeout)
@@ -309,18 +317,19 @@ class Leadership:
         return self._conn
 
     def _drop_connection(self) -> None:
-        self._channel = None  # a LISTEN ends with its session
+        self._channel = None  # A LISTEN ends with its session.
         if self._conn is not None:
             with contextlib.suppress(psycopg.Error):
                 self._conn.close()
         self._conn = None
 
     def _check_session_lock(self, conn: psycopg.Connection) -> int:
-        """Refuse a session where the lock would not hold; return the session's pid."""
+        """Refuse a session where the lock would not hold, and return the session's pid."""
         # Behind PgBouncer in transaction or statement pooling, the next statement may
         # run on another server session, where this lock is not held, and other clients
-        # may run on ours: refuse to run. Two signs: our session changes between
-        # statements, or another client connection is handed our session while we idle.
+        # may run on ours, so beat refuses to run. There are two signs: our session
+        # changes between statements, or another client connection is handed our session
+        # while we idle.
         pids = {_backend_pid(conn) for _ in range(2)}
         shared = False
         with contextlib.suppress(AwaBeatError, psycopg.Error), self._probe() as probe:

@@ -1,17 +1,18 @@
-"""Create or upgrade the tables awa-beat needs, whichever way the database was set up.
+"""Create or upgrade the tables that awa-beat needs, whichever way the database was set up.
 
 Two layouts are supported:
 
 * **Awa installed** (``awa.schema_version`` exists): Awa owns the ``awa`` schema. We
-  only check that it is recent enough (v26 added the cron pause columns) and never
+  only check that it is recent enough (v26 added the cron pause columns), and we never
   create, alter or drop anything in it.
-
-Either way ``awa.cron_jobs`` must be the table awa-beat knows (:func:`check_layout`): a
-newer Awa adds columns (ownership, retirement) and a trigger that skips some updates and
-refuses some deletes. Those are read from the catalog, not guessed from Awa's version
-number, which says nothing of a table changed by hand.
-* **Standalone**: we create ``awa.cron_jobs`` with exactly Awa's definition and a
+* **Standalone**: we create ``awa.cron_jobs`` with exactly Awa's definition, and a
   plain ``awa.jobs`` table with Awa's producer columns and limits.
+
+Either way, ``awa.cron_jobs`` must be the table that awa-beat knows
+(:func:`check_layout`), because a newer Awa adds columns (ownership, retirement) and a
+trigger that skips some updates and refuses some deletes. They are read from the
+catalog, not guessed from Awa's version number, which says nothing about a table changed
+by hand.
 
 Our own bookkeeping lives in the ``awa_beat`` schema, versioned in
 ``awa_beat.schema_version``. Migrations run in one transaction under an advisory lock
@@ -32,22 +33,22 @@ from .sql import migration_files, queries
 # logging configurations that select it by name go on working.
 logger = logging.getLogger('awa_beat.schema')
 
-#: Oldest Awa schema with the cron pause columns (paused_at, paused_by).
+#: The oldest Awa schema with the cron pause columns (paused_at, paused_by).
 MIN_AWA_VERSION = 26
-#: The bytes of "AWABMIGR": an advisory lock key of our own (Awa's is "AWA_MAIN").
+#: The bytes of "AWABMIGR" make an advisory lock key of our own (Awa's is "AWA_MAIN").
 MIGRATION_LOCK_KEY = int.from_bytes(b"AWABMIGR", "big")
 _STANDALONE_MARKER = "-- standalone only"
 #: ``awa.cron_jobs``'s columns from Awa v026 on (and in the standalone layout, which
-#: copies them): every statement of awa-beat's names these, and only these.
+#: copies them). Every statement of awa-beat's names these columns, and only these.
 CRON_JOBS_COLUMNS = ("name", "cron_expr", "timezone", "kind", "queue", "args", "priority",
                      "max_attempts", "tags", "metadata", "missed_fire_policy",
                      "last_enqueued_at", "created_at", "updated_at", "paused_at", "paused_by")
-#: The newest Awa schema awa-beat was read against (Awa 0.7.0-alpha.1; awa-pg 0.6.9 is at
-#: 40). Versions 27 to 43 leave ``awa.cron_jobs`` as v026 made it. Shown in a refusal; the
-#: refusal itself rests on what the table looks like.
+#: The newest Awa schema that awa-beat was read against (Awa 0.7.0-alpha.1; awa-pg 0.6.9 is
+#: at 40). Versions 27 to 43 leave ``awa.cron_jobs`` as v026 made it. A refusal shows this
+#: version, but the refusal itself rests on what the table looks like.
 KNOWN_AWA_VERSION = 43
 #: awa-beat's own triggers on ``awa.cron_jobs`` (the change notifications of migration
-#: 0007) are named with this prefix; any other trigger changes what a write does.
+#: 0007) are named with this prefix. Any other trigger changes what a write does.
 OWN_TRIGGER_PREFIX = "awa_beat_"
 
 
@@ -58,7 +59,7 @@ class SchemaInfo:
     awa_version: int | None
     """Awa's schema version, or None when the ``awa`` tables are our standalone ones."""
     applied: tuple[int, ...]
-    """Migrations applied by this call (empty when the schema was up to date)."""
+    """The migrations that this call applied (empty when the schema was up to date)."""
     version: int
     """awa-beat's schema version after the call."""
 
@@ -72,7 +73,7 @@ def latest_version() -> int:
 
 
 def awa_version(conn: psycopg.Connection) -> int | None:
-    """Awa's schema version, or None when Awa is not installed in this database."""
+    """Return Awa's schema version, or None when Awa is not installed in this database."""
     row = conn.execute(queries["has_awa_schema_version"]).fetchone()
     if not row or not row[0]:
         return None
@@ -90,9 +91,9 @@ def check_awa_version(version: int | None) -> None:
 
 
 def layout_problems(conn: psycopg.Connection) -> list[str]:
-    """What in ``awa.cron_jobs`` awa-beat does not know: columns it lacks or has beyond
-    :data:`CRON_JOBS_COLUMNS`, triggers other than awa-beat's own, rules. Empty when the
-    table is as known, or does not exist yet."""
+    """Return what awa-beat does not know in ``awa.cron_jobs``: the columns that it lacks
+    or has beyond :data:`CRON_JOBS_COLUMNS`, triggers other than awa-beat's own, and
+    rules. The result is empty when the table is as known, or does not exist yet."""
     columns, triggers, rules = conn.execute(queries["cron_jobs_shape"]).fetchone() or ([], [], [])
     if not columns:
         return []
@@ -106,9 +107,9 @@ def layout_problems(conn: psycopg.Connection) -> list[str]:
 
 
 def check_layout(conn: psycopg.Connection) -> int | None:
-    """Awa's schema version (None: the standalone layout), once it is one awa-beat can
-    use: recent enough, and ``awa.cron_jobs`` as awa-beat knows it. :class:`SchemaError`
-    (:class:`UnknownSchema`) otherwise, in one line."""
+    """Return Awa's schema version (None for the standalone layout), once it is one that
+    awa-beat can use: recent enough, with ``awa.cron_jobs`` as awa-beat knows it.
+    Otherwise raise :class:`SchemaError` (:class:`UnknownSchema`) with a one-line message."""
     version = awa_version(conn)
     check_awa_version(version)
     problems = layout_problems(conn)
@@ -124,7 +125,7 @@ def check_layout(conn: psycopg.Connection) -> int | None:
 
 
 def migrate(conn: psycopg.Connection) -> SchemaInfo:
-    """Bring the database up to date; safe to call from many replicas at once."""
+    """Bring the database up to date. It is safe to call this from many replicas at once."""
     try:
         with conn.transaction():
             conn.execute(queries["lock_migrations"], {"key": MIGRATION_LOCK_KEY})
@@ -152,7 +153,7 @@ def migrate(conn: psycopg.Connection) -> SchemaInfo:
 
 
 def check(conn: psycopg.Connection) -> SchemaInfo:
-    """Verify without changing anything that the schema is ready for awa-beat."""
+    """Verify, without changing anything, that the schema is ready for awa-beat."""
     found_awa = check_layout(conn)
     try:
         versions = [row[0] for row in conn.execute(queries["applied_migrations"])]
