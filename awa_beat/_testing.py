@@ -29,13 +29,12 @@ from ._config import DEFAULT_CLOCK_TOLERANCE
 from ._db.records import (
     RETIRED_BY,
     Contact,
+    CronRow,
     CronState,
     FiredJob,
     FireRequest,
     FireResult,
-    Holds,
     OutboxBacklog,
-    RowMaker,
     SyncResult,
     TableState,
     columns_of,
@@ -267,13 +266,9 @@ def actions(records: Iterable[Any]) -> list[str]:
 # -- an in-memory store and leadership, for engine and node tests without a database ------
 
 
-def _held_as(holds: Holds | None, row: CronState) -> bool:
-    """Whether the caller holds ``row`` as it is stored (a store's readers leave those out)."""
-    return holds is not None and holds((row.name, *columns_of(row)))
-
-
-def _made(row: CronState, make: RowMaker) -> Any:
-    return row if make is CronState else make(row.name, *columns_of(row))
+def _row(row: CronState) -> CronRow:
+    """``row`` as the store's readers stream it."""
+    return CronRow(row.name, *columns_of(row))
 
 
 def _definition_hash(*definition: str) -> int:
@@ -424,30 +419,25 @@ class MemoryStore:
     def _state(self) -> TableState:
         return TableState(len(self.rows), sum(hash(n) for n in self.rows), self.clock())
 
-    def cron_states(self, holds: Holds | None = None, make: RowMaker = CronState,
-                    ) -> tuple[TableState, list[Any]]:
+    def cron_states(self) -> tuple[TableState, Iterator[CronRow]]:
         self._call("cron_states")
-        made = [_made(r, make) for r in list(self.rows.values()) if not _held_as(holds, r)]
-        return self._state(), [r for r in made if r is not None]
+        return self._state(), iter([_row(r) for r in list(self.rows.values())])
 
     def cron_names(self) -> list[str]:
         self._call("cron_names")
         return list(self.rows)
 
-    def cron_states_after(self, after: str, limit: int, holds: Holds | None = None,
-                          make: RowMaker = CronState) -> tuple[str | None, list[Any]]:
+    def cron_states_after(self, after: str, limit: int) -> tuple[str | None, list[CronRow]]:
         self._call("cron_states_after")
         names = sorted(n for n in self.rows if n > after)[:limit]
-        made = [_made(self.rows[n], make) for n in names if not _held_as(holds, self.rows[n])]
-        return (names[-1] if len(names) == limit else None), [r for r in made if r is not None]
+        return ((names[-1] if len(names) == limit else None),
+                [_row(self.rows[n]) for n in names])
 
     def changes(self, since: datetime, seen_xmin: int | None = None,
-                holds: Holds | None = None, make: RowMaker = CronState,
-                ) -> tuple[TableState, list[Any]]:
+                ) -> tuple[TableState, Iterator[CronRow]]:
         self._call("changes")
-        made = [_made(r, make) for r in list(self.rows.values()) if r.updated_at > since
-                and not _held_as(holds, r)]
-        return self._state(), [r for r in made if r is not None]
+        return self._state(), iter([_row(r) for r in list(self.rows.values())
+                                    if r.updated_at > since])
 
     def cron_states_by_name(self, names: Sequence[str]) -> list[CronState]:
         self._call("cron_states_by_name")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 #: ``paused_by`` of a schedule whose last allowed run fired (``runs=``, ``at``). The fire
 #: statement sets it, with ``paused_at``, when the run count reaches the limit, so it is a
@@ -126,6 +126,22 @@ class CronState:
     paused_at: datetime | None
 
 
+class CronRow(NamedTuple):
+    """A row as the evaluator's readers stream it: the columns of :class:`CronState`, in
+    its order, as a plain tuple. The readers make one per row of a million-row table, so
+    it is the cheapest record with names that Python has; whoever keeps the rows keeps
+    them in a form of its own."""
+
+    name: str
+    cron_expr: str
+    timezone: str
+    missed_fire_policy: str
+    last_enqueued_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    paused_at: datetime | None
+
+
 class EvaluatorColumns(Protocol):
     """A row's evaluator columns, however its holder keeps them (a :class:`CronState`,
     or the engine's own entry)."""
@@ -148,14 +164,6 @@ class EvaluatorColumns(Protocol):
 
 #: A row's columns after its name, in the order of :class:`CronState`'s fields.
 Columns = tuple[str, str, str, "datetime | None", datetime, datetime, "datetime | None"]
-#: What builds a row read for the evaluator from its name and its columns; a row it
-#: returns None for is not listed (the maker took it itself).
-RowMaker = Callable[..., Any]
-#: Whether a reader's caller already holds a row read as it is, given the row (its name,
-#: then its columns): the readers leave those rows out.
-Holds = Callable[[Sequence[Any]], bool]
-
-
 def columns_of(row: EvaluatorColumns) -> Columns:
     """The row's columns after its name, to compare with a row read."""
     return (row.cron_expr, row.timezone, row.missed_fire_policy, row.last_enqueued_at,

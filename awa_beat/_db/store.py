@@ -46,14 +46,13 @@ from . import schema
 from .records import (
     RETIRED_BY,
     Contact,
+    CronRow,
     CronState,
     Fence,
     FiredJob,
     FireRequest,
     FireResult,
-    Holds,
     OutboxBacklog,
-    RowMaker,
     ScheduleRow,
     SyncResult,
     TableState,
@@ -205,13 +204,31 @@ def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
 
-def _cron_state(r: Sequence[Any], make: RowMaker = CronState) -> Any:
-    # Expressions, zones and policies repeat across rows: one string each, not one per row
-    # (a ``make`` of the caller's own shares them its own way).
-    if make is CronState:
-        shared: list[Any] = [sys.intern(v) if type(v) is str else v for v in r[1:4]]
-        return CronState(r[0], *shared, *r[4:])
-    return make(*r)
+def _cron_state(r: Sequence[Any]) -> CronState:
+    # Expressions, zones and policies repeat across rows: one string each, not one per row.
+    shared: list[Any] = [sys.intern(v) if type(v) is str else v for v in r[1:4]]
+    return CronState(r[0], *shared, *r[4:])
+
+
+#: Builds a :class:`CronRow` from the tuple the driver read, without the length check of
+#: ``CronRow._make``: the statements name the eight columns themselves.
+_CRON_ROW: Callable[[Sequence[Any]], CronRow] = functools.partial(tuple.__new__, CronRow)
+
+
+def _cron_rows(cursor: Any) -> Callable[[Sequence[Any]], CronRow]:
+    """A psycopg row factory that makes each row of the evaluator's readers a
+    :class:`CronRow` as the driver reads it."""
+    return _CRON_ROW
+
+
+def _opened(stream: Iterator[Any]) -> tuple[TableState, Iterator[CronRow]]:
+    """The fingerprint that ``stream`` yields first, and the stream of rows after it.
+    Starting the generator here runs its query now, while the caller waits for the
+    fingerprint; a started generator that is dropped unwinds its ``with`` blocks, so
+    its connection goes back to the pool even when the rows are not all read."""
+    state = next(stream, None)
+    assert isinstance(state, TableState)  # each reader yields its fingerprint first
+    return state, stream
 
 
 _TIMESTAMPTZ = psycopg.postgres.types["timestamptz"].oid
@@ -467,55 +484,37 @@ class Store:
 
     # -- the evaluator's view: lean rows, since it holds every one in memory --------------
 
-    def cron_states(self, holds: Holds | None = None, make: RowMaker = CronState,
-                    ) -> tuple[TableState, list[Any]]:
-        """Every row (the evaluator's columns) and the table's fingerprint, one snapshot,
-        less the rows ``holds`` says the caller has as they are (dropped as they arrive). Each
-        row is ``make(name, *columns)``: :class:`CronState` unless the caller keeps rows
-        in a form of its own, which is then built once per row, not a CronState and then
-        its own form (a load would hold both for every row at once)."""
-        rows: list[Any] = []
+    def cron_states(self) -> tuple[TableState, Iterator[CronRow]]:
+        """The table's fingerprint and every row (the evaluator's columns), from one
+        snapshot. The rows are streamed from a server-side cursor as the caller reads
+        them, so that a million rows never sit in memory as a list; the connection
+        goes back to the pool once the last row is read or the iterator is dropped."""
+        return _opened(self._cron_states())
+
+    def _cron_states(self) -> Iterator[TableState | CronRow]:
         with self._conn() as conn, wrap_errors("reading schedules"), conn.transaction():
             conn.execute(queries["repeatable_read"])
-            state = TableState(*one_row(conn.execute(queries["table_fingerprint"]).fetchone(),
-                                     "reading schedules"))
-            # A server-side cursor, so the rows never sit in memory twice at once.
-            with _sharing_instants(conn.cursor(name="awa_beat_cron_states")) as cur:
+            yield TableState(*one_row(conn.execute(queries["table_fingerprint"]).fetchone(),
+                                      "reading schedules"))
+            with _sharing_instants(conn.cursor(name="awa_beat_cron_states",
+                                               row_factory=_cron_rows)) as cur:
                 cur.execute(queries["cron_states"])
-                intern = sys.intern if make is CronState else str  # str(s) is s
                 while batch := cur.fetchmany(5000):
-                    for name, expr, zone, policy, last, created, updated, paused in batch:
-                        if holds is not None and holds((
-                                name, expr, zone, policy, last, created, updated, paused)):
-                            continue
-                        row = make(name, intern(expr), intern(zone), intern(policy),
-                                   last, created, updated, paused)
-                        if row is not None:
-                            rows.append(row)
-        return state, rows
+                    yield from batch
 
     def cron_names(self) -> list[str]:
         """The name of every row."""
         with self._conn() as conn, wrap_errors("reading schedules"):
             return [r[0] for r in conn.execute(queries["cron_names"])]
 
-    def cron_states_after(self, after: str, limit: int, holds: Holds | None = None,
-                          make: RowMaker = CronState) -> tuple[str | None, list[Any]]:
+    def cron_states_after(self, after: str, limit: int) -> tuple[str | None, list[CronRow]]:
         """A slice of the rows in name order (see :meth:`Engine.sweep
-        <awa_beat._engine.engine.Engine.sweep>`): those after ``after``, at most ``limit``, less
-        the ones ``holds`` says the caller has; with the last name read, or None
-        when the slice reached the end. Rows are built by ``make``, as in
-        :meth:`cron_states`."""
-        rows: list[Any] = []
-        count, last = 0, None
+        <awa_beat._engine.engine.Engine.sweep>`): those after ``after``, at most
+        ``limit``; with the last name read, or None when the slice reached the end."""
         with self._conn() as conn, wrap_errors("reading schedules"):
-            for r in _sharing_instants(conn.cursor()).execute(
-                    queries["cron_states_after"], {"after": after, "limit": limit}):
-                count, last = count + 1, r[0]
-                if (holds is None or not holds(r)) and (
-                        row := _cron_state(r, make)) is not None:
-                    rows.append(row)
-        return (last if count == limit else None), rows
+            rows = _sharing_instants(conn.cursor(row_factory=_cron_rows)).execute(
+                queries["cron_states_after"], {"after": after, "limit": limit}).fetchall()
+        return (rows[-1].name if len(rows) == limit else None), rows
 
     def cron_states_by_name(self, names: Sequence[str]) -> list[CronState]:
         """The rows that still exist among ``names``."""
@@ -524,28 +523,27 @@ class Store:
                                                          {"names": list(names)})]
 
     def changes(self, since: datetime, seen_xmin: int | None = None,
-                holds: Holds | None = None, make: RowMaker = CronState,
-                ) -> tuple[TableState, list[Any]]:
+                ) -> tuple[TableState, Iterator[CronRow]]:
         """The table's fingerprint and the rows whose ``updated_at`` is after ``since``,
         less those written by transactions below ``seen_xmin`` (the ``xmin`` of an
-        earlier read's :class:`TableState`, which returned them), and less those equal
-        those ``holds`` says the caller has (streamed: after a burst of fires, the fired rows
-        come back once and are dropped as they arrive). Rows are built by ``make``, as
-        in :meth:`cron_states`."""
-        rows: list[Any] = []
+        earlier read's :class:`TableState`, which returned them). The rows are streamed
+        as the caller reads them, as in :meth:`cron_states`: after a burst of fires,
+        every fired row comes back once."""
+        return _opened(self._changes(since, seen_xmin))
+
+    def _changes(self, since: datetime, seen_xmin: int | None,
+                 ) -> Iterator[TableState | CronRow]:
+        make = _CRON_ROW
         state = None
         with self._conn() as conn, wrap_errors("reading schedule changes"):
             for r in _sharing_instants(conn.cursor()).stream(queries["changed_schedules"],
                                           {"since": since, "seen_xmin": seen_xmin}, size=500):
                 if state is None:
+                    # The statement's first row always carries the fingerprint.
                     state = TableState(*r[:4])
-                if r[4] is None:
-                    continue
-                if (holds is None or not holds(r[4:])) and (
-                        row := _cron_state(r[4:], make)) is not None:
-                    rows.append(row)
-        assert state is not None  # the statement always returns the fingerprint row
-        return state, rows
+                    yield state
+                if r[4] is not None:
+                    yield make(r[4:])
 
     def orphaned_names(self, deployment: str, configured: Sequence[str]) -> list[str]:
         """Names that ``deployment`` registered from its configuration and that are not

@@ -47,11 +47,10 @@ from typing import Any, Protocol
 from .._bulk import collector_paused
 from .._db.records import (
     Coalesced,
+    CronRow,
     CronState,
     FireRequest,
     FireResult,
-    Holds,
-    RowMaker,
     TableState,
     columns_of,
 )
@@ -122,29 +121,25 @@ def utcnow() -> datetime:
 
 class EngineStore(Protocol):
     """What the engine needs of a store: :class:`awa_beat._db.store.Store` against
-    PostgreSQL, :class:`awa_beat._testing.MemoryStore` in memory. The readers build each
-    row with ``make(name, *columns)`` (the engine's own form), leaving out those
-    ``holds`` says it already has as they are, and those ``make`` returns None for (the
-    engine's ``make`` applies each row as it is read)."""
+    PostgreSQL, :class:`awa_beat._testing.MemoryStore` in memory. The readers stream
+    plain rows (:class:`~awa_beat._db.records.CronRow`); the engine decides what to keep
+    of each as it arrives."""
 
-    def cron_states(self, holds: Holds | None = None, make: RowMaker = CronState,
-                    ) -> tuple[TableState, list[Any]]:
-        """Every row and the table's fingerprint, from one snapshot."""
+    def cron_states(self) -> tuple[TableState, Iterator[CronRow]]:
+        """The table's fingerprint and every row, from one snapshot."""
         ...
 
     def cron_names(self) -> list[str]:
         """The name of every row."""
         ...
 
-    def cron_states_after(self, after: str, limit: int, holds: Holds | None = None,
-                          make: RowMaker = CronState) -> tuple[str | None, list[Any]]:
+    def cron_states_after(self, after: str, limit: int) -> tuple[str | None, list[CronRow]]:
         """Up to ``limit`` rows named after ``after``, in name order; with the last name
         read, or None if these were the last."""
         ...
 
     def changes(self, since: datetime, seen_xmin: int | None = None,
-                holds: Holds | None = None, make: RowMaker = CronState,
-                ) -> tuple[TableState, list[Any]]:
+                ) -> tuple[TableState, Iterator[CronRow]]:
         """The fingerprint and the rows changed after ``since``."""
         ...
 
@@ -376,8 +371,9 @@ class Engine:
         # table never holds it twice.
         first = self._state is None
         started = time.perf_counter()
-        with collector_paused(), self._taking() as take:
-            state, _ = self.store.cron_states(self._holds if self._entries else None, take)
+        with collector_paused():
+            state, rows = self.store.cron_states()
+            self._take(rows, compare=bool(self._entries))
         # Every stored row now has an entry, so more entries than rows means some were
         # deleted; the names are read again only then (deletions are rare).
         if len(self._entries) > state.total:
@@ -406,8 +402,8 @@ class Engine:
             self.load()
             return
         started = self._now_epoch()
-        with self._taking() as take:
-            state, _ = self.store.changes(self._since, self._state.xmin, self._holds, take)
+        state, rows = self.store.changes(self._since, self._state.xmin)
+        self._take(rows)
         if (state.total, state.fingerprint) != (len(self._entries), self._state.fingerprint):
             self._reconcile()  # rows were inserted or deleted
         self._adopt_state(state)
@@ -447,9 +443,8 @@ class Engine:
             self._next_slice = now
         if now < self._next_slice:
             return
-        with self._taking() as take:
-            last, _ = self.store.cron_states_after(self._sweep_after, SWEEP_SLICE,
-                                                   self._holds, take)
+        last, rows = self.store.cron_states_after(self._sweep_after, SWEEP_SLICE)
+        self._take(rows)
         self._sweep_after = last  # None after the last slice
         self._next_slice = now + SWEEP_SLICE / SWEEP_RATE
 
@@ -581,40 +576,41 @@ class Engine:
         return _Entry(name, self._kind(cron_expr, timezone, missed_fire_policy),
                       last_enqueued_at, created_at, updated_at, paused_at)
 
-    @contextmanager
-    def _taking(self) -> Iterator[RowMaker]:
-        """A ``make`` for the stores that applies each row read as it arrives (the
-        readers leave out the rows held as they are), so that a load never holds the
-        rows read, or their calendars, beside the packed ones."""
+    def _take(self, rows: Iterable[CronRow], *, compare: bool = True) -> None:
+        """Apply each row read as it arrives, leaving alone those held as they are
+        (``compare`` False: none is held yet), so that a load never holds the rows
+        read, or their calendars, beside the packed ones."""
         kinds, entries, push = self._kinds, self._entries, self._queue.push
         micros, first_due, packed = self._micros, self._first_due_at, self._packed_us
-
-        def take(name: str, cron_expr: str, timezone: str, missed_fire_policy: str,
-                 last_enqueued_at: datetime | None, created_at: datetime,
-                 updated_at: datetime, paused_at: datetime | None) -> None:
-            # The cache looked up here first: a load calls this for every row.
-            kind = kinds.get((cron_expr, timezone, missed_fire_policy))
-            made = kind is None
-            if kind is None:
-                kind = self._new_kind(cron_expr, timezone, missed_fire_policy)
-            if kind.calendar is None:  # reported as invalid: the long way
-                self._set(_Entry(name, kind, last_enqueued_at, created_at, updated_at,
-                                 paused_at))
-                return
-            # What _set then _schedule do, without the row as an object in between: a
-            # load goes through here for every row. A kind just made has no answer in
-            # the first-due memo yet, and with a calendar per row it never gets one.
-            last_us, created_us = micros(last_enqueued_at), micros(created_at)
-            due = (None if paused_at is not None
-                   else first_due(kind.calendar, last_enqueued_at, created_at, last_us,
-                                  created_us, memo=not made))
-            if due is not None:
-                push(due, name)
-            entries[name] = packed(due, kind, last_us, created_us, micros(updated_at),
-                                   micros(paused_at))
-
+        holds = self._holds
         with self._together():
-            yield take
+            for row in rows:
+                if compare and holds(row):
+                    continue
+                (name, cron_expr, timezone, missed_fire_policy, last_enqueued_at,
+                 created_at, updated_at, paused_at) = row
+                # The cache is looked up here first, because a load comes here for
+                # every row.
+                kind = kinds.get((cron_expr, timezone, missed_fire_policy))
+                made = kind is None
+                if kind is None:
+                    kind = self._new_kind(cron_expr, timezone, missed_fire_policy)
+                if kind.calendar is None:  # reported as invalid: the long way
+                    self._set(_Entry(name, kind, last_enqueued_at, created_at, updated_at,
+                                     paused_at))
+                    continue
+                # This does what _set then _schedule do, without the row as an object in
+                # between, because a load goes through here for every row. A kind just
+                # made has no answer in the first-due memo yet, and with a calendar per
+                # row it never gets one.
+                last_us, created_us = micros(last_enqueued_at), micros(created_at)
+                due = (None if paused_at is not None
+                       else first_due(kind.calendar, last_enqueued_at, created_at, last_us,
+                                      created_us, memo=not made))
+                if due is not None:
+                    push(due, name)
+                entries[name] = packed(due, kind, last_us, created_us, micros(updated_at),
+                                       micros(paused_at))
 
     def _entry(self, row: CronState) -> _Entry:
         return self._make(row.name, *columns_of(row))

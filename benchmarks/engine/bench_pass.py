@@ -236,7 +236,11 @@ def record_store_calls(store: Store, calls: list[str], changed: list[int]) -> No
             calls.append(__name)
             result = __original(*args)
             if __name == "changes":
-                changed.append(len(result[1]))
+                # The rows are streamed: counted as the engine reads them.
+                state, rows = result
+                rows = list(rows)
+                changed.append(len(rows))
+                return state, iter(rows)
             return result
 
         setattr(store, name, wrapper)

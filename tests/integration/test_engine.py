@@ -196,12 +196,12 @@ def test_a_refresh_returns_only_what_the_last_read_has_not_seen(store: Store, co
     state, _ = settled(store.cron_states, conn)
     since = state.db_now - timedelta(seconds=30)  # both rows changed inside the lookback
     assert {r.name for r in store.changes(since)[1]} == {"a", "b"}
-    assert store.changes(since, state.xmin)[1] == []  # but the last read returned them
+    assert list(store.changes(since, state.xmin)[1]) == []  # but the last read returned them
     conn.execute("UPDATE awa.cron_jobs SET paused_at = now(), updated_at = now()"
                  " WHERE name = 'a'")
     later, rows = settled(lambda: store.changes(since, state.xmin), conn)
     assert [(r.name, r.paused_at is not None) for r in rows] == [("a", True)]
-    assert store.changes(since, later.xmin)[1] == []
+    assert list(store.changes(since, later.xmin)[1]) == []
 
 
 def test_a_change_committed_after_a_read_it_began_before_is_seen(store: Store, conn,
@@ -215,7 +215,7 @@ def test_a_change_committed_after_a_read_it_began_before_is_seen(store: Store, c
                        " WHERE name = 'a'")
         writer.execute("RELEASE SAVEPOINT s")
         during, rows = store.changes(since, state.xmin)
-        assert rows == []  # not committed yet
+        assert list(rows) == []  # not committed yet
         writer.commit()
     _, rows = store.changes(since, during.xmin)
     assert [r.cron_expr for r in rows] == ["* * * * *"]

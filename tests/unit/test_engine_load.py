@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from awa_beat._db.records import CronState, columns_of
+from awa_beat._db.records import CronRow, CronState, columns_of
 from awa_beat._engine.engine import Engine
 
 UTC = timezone.utc
@@ -41,9 +41,7 @@ def test_rows_read_together_are_due_when_each_alone_would_be(batch: list[CronSta
     # Read together (the way a load applies each row as the store reads it), against
     # each row applied alone the long way (as a refresh's changed row is).
     together = Engine(store=None)  # type: ignore[arg-type]  # no database read
-    with together._taking() as take:
-        for row in batch:
-            take(row.name, *columns_of(row))
+    together._take([CronRow(row.name, *columns_of(row)) for row in batch], compare=False)
     for row in batch:
         alone = Engine(store=None)  # type: ignore[arg-type]
         alone._apply([alone._entry(row)])
