@@ -325,10 +325,13 @@ class MemoryStore:
 
     # -- life --------------------------------------------------------------------------
 
-    def open(self, *, conn: Any = None) -> MemoryStore:
+    def open(self, *, conn: Any = None, wait: bool = True) -> MemoryStore:
         self._call("open")
         self.opened = True
         return self
+
+    def wait(self) -> None:
+        pass
 
     def close(self) -> None:
         self.opened = False
@@ -339,7 +342,7 @@ class MemoryStore:
     def check_layout(self) -> None:
         self._call("check_layout")
 
-    def check_schema(self) -> None:
+    def check_schema(self, conn: Any = None) -> None:
         self._call("check_schema")
         if not self.migrated:
             raise SchemaError("awa-beat's schema is not set up")
@@ -348,7 +351,7 @@ class MemoryStore:
         self._call("migrate")
         self.migrated = True
 
-    def analyze_if_stale(self) -> bool:
+    def analyze_if_stale(self, conn: Any = None) -> bool:
         return False
 
     # -- schedules ---------------------------------------------------------------------

@@ -44,7 +44,8 @@ from .._engine.engine import Engine, EngineStore, utcnow
 from .._logs import event
 from .._schedules.fire_times import parse_iso
 from .._schedules.spec import ScheduleSpec
-from ..errors import AwaBeatError, DatabaseUnavailable, SchemaError, StoreError, UnknownSchema
+from ..errors import AwaBeatError, DatabaseUnavailable, StoreError, UnknownSchema
+from .opening import Opening, default_leadership, default_store, open_connections
 
 # The logger keeps the name it had before the modules moved into layer packages, so
 # logging configurations that select it by name go on working.
@@ -178,17 +179,18 @@ class NodeStore(EngineStore, Protocol):
 
     @property
     def change_channel(self) -> str | None: ...
-    def open(self, *, conn: Any = None) -> Any: ...
+    def open(self, *, conn: Any = None, wait: bool = True) -> Any: ...
+    def wait(self) -> None: ...
     def close(self) -> None: ...
     def connection(self) -> AbstractContextManager[Any]: ...
-    def check_schema(self) -> Any: ...
+    def check_schema(self, conn: Any = None) -> Any: ...
     def check_layout(self) -> None: ...
     def migrate(self) -> Any: ...
     def sync(self, rows: SyncBatch) -> Any: ...
     def sync_all(self, batches: Sequence[SyncBatch]) -> Any: ...
     def config_in_force(self, deployment: str, digest: str) -> bool: ...
     def record_config(self, deployment: str, digest: str, synced: Any) -> None: ...
-    def analyze_if_stale(self) -> bool: ...
+    def analyze_if_stale(self, conn: Any = None) -> bool: ...
     def orphaned_names(self, deployment: str, configured: Sequence[str]) -> list[str]: ...
     def runtime_owned_names(self, names: Sequence[str]) -> list[str]: ...
     def heartbeat(self, **beat: Any) -> None: ...
@@ -232,21 +234,6 @@ class Outbox(Protocol):
     def drain(self) -> int: ...
     def purge(self) -> int: ...
     def close(self) -> None: ...
-
-
-def _default_store(url: str, origin: str) -> NodeStore:
-    from .._db.store import Store
-
-    return Store(url, origin=origin)
-
-
-def _default_leadership(url: str, lock_key: int,
-                        probe: Callable[[], AbstractContextManager[Any]], *,
-                        lock_timeout: float, clock_tolerance: float) -> LeadershipLike:
-    from .._db.lock import Leadership
-
-    return Leadership(url, lock_key, probe=probe, lock_timeout=lock_timeout,
-                      clock_tolerance=clock_tolerance)
 
 
 def encode_batches(specs: Sequence[ScheduleSpec], deployment: str) -> list[SyncBatch]:
@@ -304,15 +291,18 @@ class BeatNode:
         identity: str | None = None,
         clock: Callable[[], datetime] = utcnow,
         monotonic: Callable[[], float] = time.monotonic,
-        make_store: Callable[[str, str], NodeStore] = _default_store,
-        make_leadership: Callable[..., LeadershipLike] = _default_leadership,
+        make_store: Callable[[str, str], NodeStore] = default_store,
+        make_leadership: Callable[..., LeadershipLike] = default_leadership,
         make_outbox: Callable[[NodeStore], Outbox] | None = None,
         hooks: NodeHooks | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        opening: Opening | None = None,
     ) -> None:
         """``specs`` is the validated configuration; ``make_outbox`` builds the dispatch
         bridge when any job goes to Celery. With an injected ``clock`` the caller drives
-        time, so :meth:`tick` never sleeps on a notification in real time."""
+        time, so :meth:`tick` never sleeps on a notification in real time. ``opening``,
+        started by the caller for this database (see :mod:`awa_beat._beat.opening`), gives
+        the first attempt of :meth:`open` its connections."""
         from .._db.store import process_identity
 
         self.settings = settings
@@ -326,6 +316,7 @@ class BeatNode:
         self._make_outbox = make_outbox
         self.hooks = hooks or NodeHooks()
         self._sleep = sleep
+        self._opening = opening
         self._batches, self._digest = packed_configuration(specs, settings.deployment)
         self._celery_entries = [s.name for s in specs if s.dispatch == "celery"]
         self.store: NodeStore | None = None
@@ -392,20 +383,14 @@ class BeatNode:
 
     def _open(self) -> None:
         settings = self.settings
-        self.store = store = self._make_store(self.database_url, self.identity)
-        # The lock's session (its connection) reads the layout; the election checks
-        # that session locks hold with a connection of the pool: no connection is
-        # opened for either alone.
-        self.leadership = self._make_leadership(self.database_url, settings.lock_key,
-                                                store.connection,
-                                                lock_timeout=settings.lock_timeout,
-                                                clock_tolerance=settings.clock_tolerance)
-        store.clock_tolerance = settings.clock_tolerance
-        store.open(conn=self.leadership.connection())
-        try:
-            store.check_schema()  # needs no CREATE privilege once migrated
-        except SchemaError:
-            store.migrate()
+        opening, self._opening = self._opening, None
+        if opening is not None:
+            self.store, self.leadership = opening.result()
+        else:
+            self.store, self.leadership = open_connections(
+                settings, self.database_url, self.identity, make_store=self._make_store,
+                make_leadership=self._make_leadership, analyze=True)
+        store = self.store
         if self._celery_entries or settings.dispatch == "celery":
             if store.awa_owned:
                 raise celery_dispatch_refused(
@@ -421,6 +406,9 @@ class BeatNode:
     def close(self) -> None:
         """Close the outbox, resign, say goodbye in the heartbeat table, close the
         store; idempotent."""
+        if self._opening is not None:  # closed before open() took the connections
+            self._opening.cancel()
+            self._opening = None
         if self.outbox is not None:
             # Before resigning: a batch on its way is confirmed and marked first (within
             # the outbox's bound), so the next leader does not publish it again.
@@ -630,8 +618,7 @@ class BeatNode:
                   "beat: the %d schedule(s) of beat_schedule are stored as they are "
                   "configured; nothing to sync", self.configured,
                   inserted=0, updated=0, unchanged=self.configured, skipped=True)
-            store.analyze_if_stale()
-            return
+            return  # the statistics were refreshed with the connections (open_connections)
         result = store.sync_all([batch.unpack() for batch in self._batches])
         if digest is not None:
             try:

@@ -19,8 +19,9 @@ from typing import Any, ClassVar, NoReturn
 from celery import beat
 
 from .._beat.node import BeatNode, NodeHooks
+from .._beat.opening import Opening
 from .._config import Settings, redact
-from .._db.embedded import default_data_dir, resolve_database_url
+from .._db.store import process_identity
 from .._engine.engine import utcnow
 from .._logs import event, use_json
 from .._schedules.spec import specs_from_beat_schedule
@@ -91,6 +92,7 @@ class Scheduler(beat.Scheduler):
             _refuse(f"invalid configuration: {exc}")
         self.database_url = self.settings.database_url
         self.node: BeatNode | None = None
+        self._opening: Opening | None = None
         self.endpoint: Any = None
         """The metrics and probes endpoint (:class:`awa_beat._beat.http.Endpoint`), if on."""
         self._collector: Any = None
@@ -115,6 +117,11 @@ class Scheduler(beat.Scheduler):
             if self.settings.log_format == "json":
                 use_json()  # Celery has set its handlers up by now
             self._log_command_line()
+            if self.database_url is not None:
+                # The database side of the start-up (connections, schema, statistics) runs
+                # on a thread while this one reads and encodes the configuration. Not with
+                # the embedded server: an entry refused should not have started it.
+                self._opening = Opening(self.settings, self.database_url, process_identity())
             self.node = self._node()
             if self.settings.http_port is not None:
                 # Before the start-up: probes answer while it syncs or waits for the
@@ -125,6 +132,13 @@ class Scheduler(beat.Scheduler):
             # A user mistake or an unreachable database: say so and exit, no traceback.
             self._close()
             _refuse(f"cannot start: {exc}")
+        except BaseException:
+            # A signal (Celery's handler raises SystemExit) while the configuration is
+            # read: the connections being opened are closed, as the node closes its own.
+            if self._opening is not None:
+                self._opening.cancel()
+                self._opening = None
+            raise
         finally:
             Scheduler._setting_up = False
 
@@ -148,12 +162,20 @@ class Scheduler(beat.Scheduler):
             default_timezone=settings.default_timezone,
             default_dispatch=settings.dispatch or "awa", default_dst=settings.dst)
         if self.database_url is None:
+            from .._db.embedded import default_data_dir, resolve_database_url
+
             self.database_url = resolve_database_url(None)
             event(logger, logging.WARNING, "beat.embedded",
                   "beat: no awa_beat_database_url / AWA_BEAT_DATABASE_URL set; using an "
                   "embedded PostgreSQL in %s, for trying things out only", default_data_dir())
+        if settings.dispatch == "celery" or any(s.dispatch == "celery" for s in specs):
+            # The bridge is loaded while the database side of the start-up runs.
+            from .. import _bridge  # noqa: F401
+        opening = self._opening
         node = BeatNode(settings, specs, database_url=self.database_url, clock=self.clock,
-                        make_outbox=self._outbox, hooks=self.hooks)
+                        make_outbox=self._outbox, hooks=self.hooks, opening=opening,
+                        identity=opening.identity if opening is not None else None)
+        self._opening = None  # the node's now: it closes the connections with its own
         if self.max_interval_given is not None:
             node.max_wait = self.max_interval_given
         return node
@@ -216,6 +238,9 @@ class Scheduler(beat.Scheduler):
         self._close()
 
     def _close(self) -> None:
+        if self._opening is not None:  # the configuration was refused: no node to close
+            self._opening.cancel()
+            self._opening = None
         if self.node is not None:
             self.node.close()
         if self.endpoint is not None:

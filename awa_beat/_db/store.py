@@ -19,7 +19,6 @@ import sys
 import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -317,28 +316,43 @@ class Store:
     def __repr__(self) -> str:
         return f"<Store {redact(self.conninfo)}>"
 
-    def open(self, *, timeout: float = 10.0, conn: psycopg.Connection | None = None
-             ) -> Store:
+    def open(self, *, timeout: float = 10.0, conn: psycopg.Connection | None = None,
+             wait: bool = True) -> Store:
         """Find out the layout, then open the pool.
 
         The layout is read on ``conn`` if given (an autocommit connection to the same
         database, left open), else on a direct connection opened for it. Either way
         a database that cannot be reached fails here, at once and with the server's
-        own reason, where the pool would retry quietly until its timeout.
+        own reason, where the pool would retry quietly until its timeout. The pool's
+        first connection opens while the layout is read; with ``wait`` false, open
+        returns without waiting for it (see :meth:`wait`).
         """
         with (nullcontext(conn) if conn is not None else
-              connect(self.conninfo, connect_timeout=max(1, int(timeout)))) as direct, \
-                wrap_errors("reading the schema"):
-            # Every surface opens a store (beat, the CLI, the API, the dashboard): each
-            # refuses here, in one line, a table it does not know.
-            self.awa_owned = schema.check_layout(direct) is not None
+              connect(self.conninfo, connect_timeout=max(1, int(timeout)))) as direct:
+            # The server answers: the pool starts connecting (no earlier, so that an
+            # unreachable database is reported once, by the direct connection).
+            self._pool.open(wait=False)
+            try:
+                with wrap_errors("reading the schema"):
+                    # Every surface opens a store (beat, the CLI, the API, the dashboard):
+                    # each refuses here, in one line, a table it does not know.
+                    self.awa_owned = schema.check_layout(direct) is not None
+            except BaseException:
+                self._pool.close()
+                raise
+        if wait:
+            self.wait(timeout)
+        return self
+
+    def wait(self, timeout: float = 10.0) -> None:
+        """Wait for the pool's first connection (after ``open(wait=False)``);
+        :class:`DatabaseUnavailable`, with the pool closed, if none comes in time."""
         try:
-            self._pool.open(wait=True, timeout=timeout)
+            self._pool.wait(timeout)
         except Exception as exc:
             self._pool.close()
             raise DatabaseUnavailable(f"cannot connect to {redact(self.conninfo)}: {exc}"
                                       ) from None
-        return self
 
     def close(self) -> None:
         self._pool.close()
@@ -395,9 +409,11 @@ class Store:
         with self._conn() as conn, wrap_errors("checking the schema"):
             schema.check_layout(conn)
 
-    def check_schema(self) -> schema.SchemaInfo:
-        with self._conn() as conn, wrap_errors("checking the schema"):
-            return schema.check(conn)
+    def check_schema(self, conn: psycopg.Connection | None = None) -> schema.SchemaInfo:
+        """:func:`schema.check`, on ``conn`` if given (an autocommit connection, left
+        open), else on a connection of the pool."""
+        with self._on(conn) as c, wrap_errors("checking the schema"):
+            return schema.check(c)
 
     # -- schedules ---------------------------------------------------------------------
 
@@ -430,6 +446,8 @@ class Store:
         if workers <= 1:
             results = [self.sync(batch) for batch in batches]
         else:
+            from concurrent.futures import ThreadPoolExecutor  # a large start-up sync only
+
             pool = ThreadPoolExecutor(workers, thread_name_prefix="awa-beat-sync")
             try:
                 results = list(pool.map(self.sync, batches))
@@ -454,21 +472,22 @@ class Store:
                 "deployment": deployment, "digest": digest, "row_count": synced.rows,
                 "fingerprint": synced.fingerprint})
 
-    def analyze_if_stale(self) -> bool:
+    def analyze_if_stale(self, conn: psycopg.Connection | None = None) -> bool:
         """Refresh the planner's statistics of ``awa.cron_jobs`` when they are missing or
         far from the table's size; True if it did. Where this role may not ANALYZE the
-        table, autovacuum will, in time.
+        table, autovacuum will, in time. On ``conn`` if given (an autocommit connection,
+        left open), else on a connection of the pool.
 
         After a bulk insert and before autovacuum gets to it, the planner takes the table
         for nearly empty and can join a fire batch against it row by row, which on a
         large table makes each batch orders of magnitude slower (docs/performance.md).
         """
         try:
-            with self._conn() as conn:
-                (stale,) = one_row(conn.execute(queries["cron_jobs_stats_stale"]).fetchone(),
-                                "reading the table's statistics")
+            with self._on(conn) as c:
+                (stale,) = one_row(c.execute(queries["cron_jobs_stats_stale"]).fetchone(),
+                                   "reading the table's statistics")
                 if stale:
-                    conn.execute(queries["analyze_cron_jobs"])
+                    c.execute(queries["analyze_cron_jobs"])
         except psycopg.Error as exc:  # not the table's owner
             logger.info("awa-beat: cannot ANALYZE awa.cron_jobs (%s); relying on autovacuum",
                         first_line(exc))
