@@ -362,19 +362,20 @@ SELECT NULL, name, NULL, now() FROM due
  WHERE NOT (m.guarded AND (m.blocked OR f.seq > 1))
  ORDER BY f.fire_time, f.ord
 
--- list_schedules --
+-- fragment schedule_rows --
+-- Whole rows with their owners: the fields of records.ScheduleRow, read by name.
 SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
        c.tags, c.metadata, c.missed_fire_policy, c.last_enqueued_at, c.created_at,
        c.updated_at, c.paused_at, c.paused_by, s.deployment, s.owner
   FROM awa.cron_jobs c LEFT JOIN awa_beat.schedules s USING (name)
+
+-- list_schedules --
+{{schedule_rows}}
  WHERE %(pattern)s::text IS NULL OR c.name LIKE %(pattern)s
  ORDER BY c.name;
 
 -- get_schedule --
-SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
-       c.tags, c.metadata, c.missed_fire_policy, c.last_enqueued_at, c.created_at,
-       c.updated_at, c.paused_at, c.paused_by, s.deployment, s.owner
-  FROM awa.cron_jobs c LEFT JOIN awa_beat.schedules s USING (name)
+{{schedule_rows}}
  WHERE c.name = %(name)s;
 
 -- pause_schedule --
@@ -472,10 +473,15 @@ SELECT c.reltuples < 0 OR abs(c.reltuples - n.total) > greatest(1000, n.total * 
   FROM pg_class c, (SELECT count(*) AS total FROM awa.cron_jobs) n
  WHERE c.oid = 'awa.cron_jobs'::regclass;
 
--- cron_states --
--- Every row, with only the columns the evaluator needs (it holds them all in memory).
+-- fragment evaluator_columns --
+-- The columns the evaluator reads, in the order of records.CronState's fields (the
+-- readers build rows by position).
 SELECT name, cron_expr, timezone, missed_fire_policy, last_enqueued_at, created_at,
        updated_at, paused_at
+
+-- cron_states --
+-- Every row, with only the columns the evaluator needs (it holds them all in memory).
+{{evaluator_columns}}
   FROM awa.cron_jobs;
 
 -- cron_names --
@@ -483,16 +489,14 @@ SELECT name FROM awa.cron_jobs;
 
 -- cron_states_after --
 -- A slice of the engine's sweep, in the primary key's order.
-SELECT name, cron_expr, timezone, missed_fire_policy, last_enqueued_at, created_at,
-       updated_at, paused_at
+{{evaluator_columns}}
   FROM awa.cron_jobs
  WHERE name > %(after)s
  ORDER BY name
  LIMIT %(limit)s;
 
 -- cron_states_by_name --
-SELECT name, cron_expr, timezone, missed_fire_policy, last_enqueued_at, created_at,
-       updated_at, paused_at
+{{evaluator_columns}}
   FROM awa.cron_jobs
  WHERE name = ANY(%(names)s);
 
@@ -504,10 +508,7 @@ SELECT count(*) AS total, coalesce(sum(hashtext(name)::bigint), 0) AS fingerprin
   FROM awa.cron_jobs;
 
 -- get_schedules --
-SELECT c.name, c.cron_expr, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
-       c.tags, c.metadata, c.missed_fire_policy, c.last_enqueued_at, c.created_at,
-       c.updated_at, c.paused_at, c.paused_by, s.deployment, s.owner
-  FROM awa.cron_jobs c LEFT JOIN awa_beat.schedules s USING (name)
+{{schedule_rows}}
  WHERE c.name = ANY(%(names)s);
 
 -- config_in_force --
