@@ -18,7 +18,7 @@ __all__ = ["at"]
 
 
 @dataclass(frozen=True)
-class at:  # lower case, like Celery's crontab and solar
+class at:  # The name is lower case, like Celery's crontab and solar.
     """Fire once, at ``instant`` (an aware datetime; sub-seconds are dropped)."""
 
     instant: datetime

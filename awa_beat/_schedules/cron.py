@@ -6,19 +6,22 @@ grammar (what is accepted or rejected, and what each accepted pattern means) and
 ``find_next_occurrence`` search on naive wall-clock times. Time-zone handling lives in
 :mod:`.fire_times`; :func:`load_timezone` validates zone names the way chrono-tz does.
 
-Deliberate quirks kept from croner, because an Awa leader evaluating the same row behaves so:
+The module keeps croner's quirks on purpose, because an Awa leader that evaluates the
+same row behaves the same way:
 
-* every ``?`` becomes ``*``; the text is lowercased and the names ``sun``..``sat`` and
-  ``jan``..``dec`` are replaced as substrings anywhere (``-sun`` first, as ``-7``);
-* a field counts as unrestricted only when its text is exactly ``*``; when day-of-month and
-  day-of-week are both restricted they are ORed (``*/2`` and ``1-31`` are restricted);
-* ``nW`` picks the nearest weekday and may cross into the neighbouring month;
-* a bare ``L`` in day-of-week, and ``7L``, parse but never match;
-* patterns that can never match (``0 0 30 2 *``) parse and simply never fire.
+* Every ``?`` becomes ``*``. The text is lowercased, and the names ``sun``..``sat`` and
+  ``jan``..``dec`` are replaced as substrings anywhere (``-sun`` first, as ``-7``).
+* A field counts as unrestricted only when its text is exactly ``*``. When day-of-month
+  and day-of-week are both restricted, they are ORed (``*/2`` and ``1-31`` count as
+  restricted).
+* ``nW`` picks the nearest weekday, and it may cross into the neighbouring month.
+* A bare ``L`` in day-of-week, and ``7L``, parse but never match.
+* Patterns that can never match (``0 0 30 2 *``) parse and simply never fire.
 
-croner stops searching at the year 5000; so does :meth:`CronExpression.next_fields`. Since the
-Gregorian calendar repeats every 400 years, a pattern with no matching day in 400 consecutive
-years is known never to fire, and that answer is cached on the expression.
+croner stops searching at the year 5000, and so does :meth:`CronExpression.next_fields`.
+Since the Gregorian calendar repeats every 400 years, a pattern with no matching day in
+400 consecutive years is known never to fire, and that answer is cached on the
+expression.
 """
 
 from __future__ import annotations
@@ -38,29 +41,30 @@ from awa_beat.errors import CronFieldError, InvalidCronExpression, InvalidTimezo
 
 __all__ = ["CronExpression", "CronFields", "load_timezone"]
 
-# croner's flag bits, kept bit-for-bit so that feature checks reject the same inputs.
+# These are croner's flag bits, kept bit for bit so that feature checks reject the same
+# inputs.
 _ALL = 1
-_NTH = (0, 1 << 1, 1 << 2, 1 << 3, 1 << 4, 1 << 5)  # index n -> bit for "#n"
+_NTH = (0, 1 << 1, 1 << 2, 1 << 3, 1 << 4, 1 << 5)  # Index n holds the bit for "#n".
 _NTH_ALL = _NTH[1] | _NTH[2] | _NTH[3] | _NTH[4] | _NTH[5]
 _LAST = 1 << 6
 _CLOSEST_WEEKDAY = 1 << 7
 
-# croner gives up searching once the year reaches 5000; the Gregorian calendar repeats every
-# 400 years (4800 months), so a pattern that has no matching day in 4800 consecutive months
-# never matches at all.
+# croner gives up searching once the year reaches 5000. The Gregorian calendar repeats
+# every 400 years (4800 months), so a pattern that has no matching day in 4800
+# consecutive months never matches at all.
 _YEAR_LIMIT = 5000
 _CYCLE_MONTHS = 4800
 
-# Rust's str::trim / split_whitespace use the Unicode White_Space property, which differs from
-# Python's str.isspace (the latter also treats U+001C..U+001F as spaces).
+# Rust's str::trim and split_whitespace use the Unicode White_Space property, which
+# differs from Python's str.isspace (the latter also treats U+001C..U+001F as spaces).
 _WS = (
     "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
     "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
 )
 _WS_SPLIT = re.compile(f"[{_WS}]+")
 _U8 = re.compile(r"\+?[0-9]+")
-# Digits, stars, lists, ranges and steps between spaces: an expression with nothing for
-# the alias, case and name rewriting to change.
+# This matches digits, stars, lists, ranges and steps between spaces: an expression in
+# which the alias, case and name rewriting has nothing to change.
 _NUMERIC = re.compile(r"[0-9*,/ -]*")
 
 _NICKNAMES = {
@@ -105,7 +109,8 @@ def _trim(text: str) -> str:
 
 
 def _parse_u8(text: str) -> int | None:
-    """Rust's ``str::parse::<u8>``: ASCII digits with an optional ``+``, at most 255."""
+    """Parse as Rust's ``str::parse::<u8>`` does: ASCII digits with an optional ``+``, at
+    most 255."""
     if _U8.fullmatch(text) is None:
         return None
     value = int(text)
@@ -113,7 +118,7 @@ def _parse_u8(text: str) -> int | None:
 
 
 class _Component:
-    """One cron field: a bitfield per value, as croner's ``CronComponent``."""
+    """One cron field, which holds a bitfield per value, as croner's ``CronComponent`` does."""
 
     __slots__ = ("bits", "enabled_features", "features", "max", "min", "name")
 
@@ -121,7 +126,7 @@ class _Component:
         self.name = name
         self.min = lo
         self.max = hi
-        # croner always allows the ALL and LAST bits, whatever the field.
+        # croner always allows the ALL and LAST bits, whatever the field is.
         self.features = features | _ALL | _LAST
         self.enabled_features = 0
         self.bits = [0] * (hi + 1)
@@ -157,7 +162,7 @@ class _Component:
         for raw in field.split(","):
             part = _trim(raw)
             if not part:
-                continue  # croner skips empty list items: ",5" is "5"
+                continue  # croner skips empty list items, so ",5" is "5".
             try:
                 self._parse_part(part)
             except CronFieldError as exc:
@@ -171,7 +176,8 @@ class _Component:
         elif "w" in part:
             self._closest_weekday(part)
         elif part == "l":
-            # Enables "last day of month" for day-of-month; elsewhere it is accepted and inert.
+            # This enables "last day of month" for day-of-month; elsewhere it is accepted
+            # and inert.
             self.enabled_features |= _LAST
         else:
             text = part.replace("l", "L")
@@ -264,7 +270,7 @@ class _Component:
         while v <= end:
             self.set_bit(v, bit)
             v += step
-            if v > 255:  # croner steps with u8::checked_add and fails on overflow
+            if v > 255:  # croner steps with u8::checked_add and fails on overflow.
                 raise CronFieldError(f"{value!r}: the step overflows")
 
 
@@ -279,7 +285,8 @@ def _days_in_month(year: int, month: int) -> int:
 
 
 class _DayRule:
-    """Which days of a month match: the day-of-month, month and day-of-week fields.
+    """The rule for which days of a month match, from the day-of-month, month and
+    day-of-week fields.
 
     Expressions that differ only in their time of day (per-tenant schedules at random
     minutes and hours) share one rule, and with it the cache of matching days, so a
@@ -297,8 +304,8 @@ class _DayRule:
         self._day_cache: dict[int, tuple[int, ...]] = {}
 
     def _day_set(self, length: int, first_wd: int, prev_length: int) -> tuple[int, ...]:
-        """Matching days of a month of ``length`` days whose 1st falls on ``first_wd``
-        (0 = Sunday) and whose previous month had ``prev_length`` days."""
+        """Return the matching days of a month of ``length`` days whose 1st falls on
+        ``first_wd`` (0 = Sunday) and whose previous month had ``prev_length`` days."""
         key = (length, first_wd, prev_length)
         cached = self._key_cache.get(key)
         if cached is not None:
@@ -311,9 +318,9 @@ class _DayRule:
             wd = (first_wd + d - 1) % 7
             dom = dom_all[d] or (self.dom_last and d == length)
             if not dom and wd not in (0, 6):
-                # croner's nearest weekday looks at the day itself, a Sunday just before
-                # (which moves forward) and a Saturday just after (which moves back), even
-                # when that neighbour belongs to the adjacent month.
+                # croner's nearest weekday looks at the day itself, at a Sunday just before
+                # (which moves forward) and at a Saturday just after (which moves back),
+                # even when that neighbour belongs to the adjacent month.
                 prev_day = prev_length if d == 1 else d - 1
                 next_day = 1 if d == length else d + 1
                 dom = (
@@ -323,7 +330,7 @@ class _DayRule:
                 )
             dow = dow_nth[wd][(d - 1) // 7 + 1] or (dow_last[wd] and d + 7 > length)
             dow = dow or dow_all[wd]
-            # A literal '*' defers to the other field; two restricted fields are ORed.
+            # A literal '*' defers to the other field, and two restricted fields are ORed.
             if star_dom and star_dow:
                 keep = True
             elif star_dom:
@@ -339,7 +346,8 @@ class _DayRule:
         return result
 
     def days(self, year: int, month: int) -> tuple[int, ...]:
-        """Sorted matching days of ``year``-``month`` (empty if the month is excluded)."""
+        """Return the sorted matching days of ``year``-``month`` (empty if the month is
+        excluded)."""
         key = year * 16 + month
         cached = self._day_cache.get(key)
         if cached is not None:
@@ -349,7 +357,7 @@ class _DayRule:
         else:
             length = _days_in_month(year, month)
             prev_length = 31 if month == 1 else _days_in_month(year, month - 1)
-            first_wd = (date(year, month, 1).toordinal()) % 7  # ordinal 1 (0001-01-01) is Monday
+            first_wd = (date(year, month, 1).toordinal()) % 7  # Ordinal 1 (0001-01-01) is a Monday.
             result = self._day_set(length, first_wd, prev_length)
         if len(self._day_cache) > 50_000:
             self._day_cache.clear()
@@ -357,10 +365,11 @@ class _DayRule:
         return result
 
 
-# Live rules by their fields: an expression keeps its rule alive, and the rule goes with
-# the last expression that uses it, once the cache by texts (_day_rule_of) drops it too.
+# The live rules, by their fields. An expression keeps its rule alive, and the rule goes
+# with the last expression that uses it, once the cache by texts (_day_rule_of) drops it
+# too.
 _DAY_RULES: weakref.WeakValueDictionary[tuple, _DayRule] = weakref.WeakValueDictionary()
-# Time-of-day tuples shared between expressions; a bound keeps odd inputs from growing it.
+# Time-of-day tuples that expressions share. A bound keeps odd inputs from growing it.
 _TIMES: dict[tuple[int, ...], tuple[int, ...]] = {}
 _TIMES_LIMIT = 10_000
 
@@ -384,11 +393,11 @@ def _shared(values: tuple[int, ...]) -> tuple[int, ...]:
 _TIME_FIELDS = (("seconds", 0, 59), ("minute", 0, 59), ("hour", 0, 23))
 
 
-# Fields repeat across expressions (per-tenant schedules differ in a minute and an hour):
-# each distinct field is parsed once. A field that fails to parse raises every time.
+# Fields repeat across expressions (per-tenant schedules differ in a minute and an hour),
+# so each distinct field is parsed once. A field that fails to parse raises every time.
 @lru_cache(maxsize=1024)
 def _time_field(index: int, text: str) -> tuple[tuple[int, ...], int]:
-    """The values of time field ``index`` (seconds, minute, hour) and their bit mask."""
+    """Return the values of time field ``index`` (seconds, minute, hour) and their bit mask."""
     name, lo, hi = _TIME_FIELDS[index]
     comp = _Component(name, lo, hi, 0)
     comp.parse(text)
@@ -396,24 +405,25 @@ def _time_field(index: int, text: str) -> tuple[tuple[int, ...], int]:
     return values, sum(1 << v for v in values)
 
 
-# Keyed by the three texts: the key of the rule itself is long to hash, and an expression
-# with a calendar of its own still shares its day fields with many others.
+# The cache is keyed by the three texts, because the key of the rule itself is long to
+# hash, and an expression with a calendar of its own still shares its day fields with
+# many others.
 @lru_cache(maxsize=1024)
 def _day_rule_of(dom_text: str, month_text: str, dow_text: str) -> _DayRule:
-    """The day rule of a day-of-month, month and day-of-week field."""
+    """Return the day rule of a day-of-month, month and day-of-week field."""
     return _day_rule(_days_key(dom_text, month_text, dow_text))
 
 
 def _days_key(dom_text: str, month_text: str, dow_text: str) -> tuple:
-    """The fields of the day rule of a day-of-month, month and day-of-week field (the
-    months' bit mask first)."""
+    """Return the fields of the day rule of a day-of-month, month and day-of-week field,
+    with the months' bit mask first."""
     days = _Component("day-of-month", 1, 31, _LAST | _CLOSEST_WEEKDAY)
     months = _Component("month", 1, 12, 0)
     dows = _Component("day-of-week", 0, 7, _LAST | _NTH_ALL)
     days.parse(dom_text)
     months.parse(month_text)
     dows.parse(dow_text)
-    # Day-of-week 7 is Sunday; croner folds it to 0 for every bit except LAST, so "7L"
+    # Day-of-week 7 is Sunday. croner folds it to 0 for every bit except LAST, so "7L"
     # never matches.
     for bit in (_ALL, *_NTH[1:]):
         if dows.is_set(7, bit):
@@ -435,24 +445,25 @@ def _days_key(dom_text: str, month_text: str, dow_text: str) -> tuple:
 @dataclass(frozen=True)
 class CronFields:
     """What each field of an expression matches, for a conversion to another scheduler's
-    form (``awa-beat export``). Weekdays are 0 (Sunday) to 6."""
+    form (``awa-beat export``). Weekdays run from 0 (Sunday) to 6."""
 
     seconds: tuple[int, ...]
     minutes: tuple[int, ...]
     hours: tuple[int, ...]
     months: tuple[int, ...]
     days: tuple[int, ...]
-    """Days of the month listed (1-31), without ``L`` and ``nW``."""
+    """The days of the month that are listed (1-31), without ``L`` and ``nW``."""
     weekdays: tuple[int, ...]
-    """Weekdays listed plainly (not as ``d#n`` or ``dL``)."""
+    """The weekdays that are listed plainly (not as ``d#n`` or ``dL``)."""
     nth_weekdays: frozenset[tuple[int, int]]
-    """``(weekday, n)`` of each ``d#n``."""
+    """The ``(weekday, n)`` of each ``d#n``."""
     any_day: bool
-    """The day-of-month field is exactly ``*``: it defers to the day-of-week field."""
+    """Whether the day-of-month field is exactly ``*``, so that it defers to the
+    day-of-week field."""
     any_weekday: bool
-    """The day-of-week field is exactly ``*``."""
+    """Whether the day-of-week field is exactly ``*``."""
     last_day: bool
-    """``L`` in the day-of-month field."""
+    """Whether the day-of-month field holds ``L``."""
     nearest_weekdays: tuple[int, ...]
     """The ``n`` of each ``nW``."""
     last_weekdays: tuple[int, ...]
@@ -502,11 +513,11 @@ class CronExpression:
 
     @classmethod
     def parse(cls, expr: str, *, cache: bool = True) -> CronExpression:
-        """Parse ``expr`` exactly as Awa does; raise :class:`InvalidCronExpression` if Awa
-        would reject it (Awa then logs an error every second and never fires the row).
+        """Parse ``expr`` exactly as Awa does, and raise :class:`InvalidCronExpression` if
+        Awa would reject it (Awa then logs an error every second and never fires the row).
 
-        ``cache=False`` parses afresh, for a caller that keeps what it parsed: expressions
-        that each appear once would only churn the shared cache."""
+        ``cache=False`` parses afresh, for a caller that keeps what it parsed, because
+        expressions that each appear once would only churn the shared cache."""
         if not isinstance(expr, str):
             kind = type(expr).__name__
             raise InvalidCronExpression(f"a cron expression must be text, not {kind}")
@@ -532,8 +543,8 @@ class CronExpression:
                 pattern = pattern.replace(name, number)
             parts = _split_fields(_trim(pattern))
         else:
-            # No alias, case or name to rewrite, and no whitespace but ASCII spaces, on
-            # which str.split() splits as croner does.
+            # There is no alias, case or name to rewrite, and no whitespace other than
+            # ASCII spaces, on which str.split() splits as croner does.
             parts = pattern.split()
         if len(parts) not in (5, 6):
             if len(parts) == 1 and parts[0].startswith("@"):
@@ -546,7 +557,8 @@ class CronExpression:
             parts.insert(0, "0")
 
         try:
-            # Field by field in croner's order, so the first bad field is the one named.
+            # The fields are parsed in croner's order, so the first bad field is the one
+            # named.
             seconds, seconds_mask = _time_field(0, parts[0])
             minutes, minutes_mask = _time_field(1, parts[1])
             hours, hours_mask = _time_field(2, parts[2])
@@ -590,7 +602,7 @@ class CronExpression:
     def next_fields(
         self, y: int, mo: int, d: int, h: int, mi: int, s: int
     ) -> tuple[int, int, int, int, int, int] | None:
-        """The first matching wall-clock time at or after the given one, as a
+        """Return the first matching wall-clock time at or after the given one, as a
         ``(year, month, day, hour, minute, second)`` tuple, or ``None`` if there is none
         before croner's search limit (year 5000)."""
         if self._never:
@@ -615,15 +627,16 @@ class CronExpression:
             days = self._days_rule.days(y, mo)
             if days:
                 return (y, mo, days[0], *first)
-        # No matching day in a whole 400-year cycle: the pattern can never fire.
+        # No day matches in a whole 400-year cycle, so the pattern can never fire.
         self._never = True
         return None
 
     def next_local(self, naive: datetime) -> datetime | None:
-        """croner's ``find_next_occurrence(naive, inclusive=true)`` on a naive wall-clock time.
+        """Run croner's ``find_next_occurrence(naive, inclusive=true)`` on a naive
+        wall-clock time.
 
-        Sub-seconds are dropped first, so 12:00:00.7 can yield 12:00:00. Returns ``None`` when
-        the pattern never matches again.
+        Sub-seconds are dropped first, so 12:00:00.7 can yield 12:00:00. Return ``None``
+        when the pattern never matches again.
         """
         found = self.next_fields(
             naive.year, naive.month, naive.day, naive.hour, naive.minute, naive.second
@@ -631,7 +644,8 @@ class CronExpression:
         return None if found is None else datetime(*found)
 
     def matches(self, naive: datetime) -> bool:
-        """croner's ``is_time_matching`` on a naive wall-clock time (sub-seconds ignored)."""
+        """Run croner's ``is_time_matching`` on a naive wall-clock time, ignoring
+        sub-seconds."""
         return (
             (self._seconds_mask >> naive.second) & 1 == 1
             and (self._minutes_mask >> naive.minute) & 1 == 1
@@ -640,8 +654,8 @@ class CronExpression:
         )
 
     def fields(self) -> CronFields:
-        """What each field matches (days of the month and weekdays ORed when both are
-        restricted, as :class:`CronFields` says)."""
+        """Return what each field matches. Days of the month and weekdays are ORed when
+        both are restricted, as :class:`CronFields` says."""
         rule = self._days_rule
         return CronFields(
             seconds=self._seconds, minutes=self._minutes, hours=self._hours,
@@ -657,7 +671,7 @@ class CronExpression:
 
     @property
     def never_fires(self) -> bool:
-        """True once the expression is known to match no time at all."""
+        """Return True once the expression is known to match no time at all."""
         if not self._never:
             self.next_fields(2000, 1, 1, 0, 0, 0)
         return self._never
@@ -669,8 +683,8 @@ def _parse_cached(expr: str) -> CronExpression:
 
 
 class _BothDays:
-    """The days on which two day rules both match: Celery's crontab, which requires the
-    day of the month *and* the day of the week, where cron requires either."""
+    """The days on which two day rules both match. This is Celery's crontab, which
+    requires the day of the month *and* the day of the week, where cron requires either."""
 
     __slots__ = ("_cache", "first", "months_mask", "second")
 
@@ -693,10 +707,11 @@ class _BothDays:
 
 
 def both_days(source: str, days: CronExpression, weekdays: CronExpression) -> CronExpression:
-    """An expression with the time of day of ``days`` that matches only the days both
-    ``days`` and ``weekdays`` match (AND, where cron ORs a restricted day of the month
-    with a restricted day of the week). ``source`` names it (its marker). Only
-    :meth:`CronExpression.next_fields` and what relies on it are meant for the result."""
+    """Return an expression with the time of day of ``days`` that matches only the days
+    that both ``days`` and ``weekdays`` match (an AND, where cron ORs a restricted day of
+    the month with a restricted day of the week). ``source`` names it (by its marker).
+    Only :meth:`CronExpression.next_fields` and what relies on it are meant for the
+    result."""
     parsed = object.__new__(CronExpression)
     parsed.source = source
     parsed._seconds, parsed._minutes, parsed._hours = days._seconds, days._minutes, days._hours
@@ -710,13 +725,14 @@ def both_days(source: str, days: CronExpression, weekdays: CronExpression) -> Cr
 
 # -- time zones ------------------------------------------------------------------------------
 
-# zoneinfo lists these, but chrono-tz (Awa's zone database) does not know them.
+# zoneinfo lists these zones, but chrono-tz (Awa's zone database) does not know them.
 _NOT_IN_CHRONO_TZ = frozenset({"Factory", "localtime", "posixrules"})
 
 
 @lru_cache(maxsize=1)
 def _listed_zones() -> frozenset[str]:
-    """The zones the tzdata package lists: one small file, cheap to read."""
+    """Return the zones that the tzdata package lists. They are one small file, which is
+    cheap to read."""
     try:
         text = (Path(tzdata.__file__).parent / "zones").read_text(encoding="utf-8")
     except OSError:
@@ -726,12 +742,13 @@ def _listed_zones() -> frozenset[str]:
 
 @lru_cache(maxsize=1)
 def _known_zones() -> frozenset[str]:
-    # Walks the system's zone directories too, far slower, so only for names tzdata does
-    # not list (the answer is the same as if every name were looked up here).
+    # This walks the system's zone directories too, which is far slower, so it runs only
+    # for names that tzdata does not list (the answer is the same as if every name were
+    # looked up here).
     return frozenset(zoneinfo.available_timezones() - _NOT_IN_CHRONO_TZ)
 
 
-# The zones validated so far, by name: a few hundred at most.
+# The zones validated so far, by name. There are a few hundred at most.
 _ZONES: dict[str, zoneinfo.ZoneInfo] = {}
 
 
@@ -739,7 +756,7 @@ def load_timezone(name: str) -> zoneinfo.ZoneInfo:
     """Return the IANA zone ``name``, validated like chrono-tz: exact, case-sensitive names
     (``UTC``, ``US/Eastern``, ``EST5EDT`` and ``Etc/GMT+5`` are fine; ``utc`` is not).
 
-    Raises :class:`InvalidTimezone` naming the value otherwise. Zones are cached.
+    Otherwise raise :class:`InvalidTimezone`, naming the value. Zones are cached.
     """
     zone = _ZONES.get(name) if isinstance(name, str) else None
     if zone is not None:
@@ -755,7 +772,8 @@ def load_timezone(name: str) -> zoneinfo.ZoneInfo:
 
 
 def local_seconds(y: int, mo: int, d: int, h: int, mi: int, s: int) -> int:
-    """Seconds from 1970-01-01 00:00:00 to the given wall-clock time, ignoring any zone."""
+    """Return the seconds from 1970-01-01 00:00:00 to the given wall-clock time, ignoring
+    any zone."""
     return (date(y, mo, d).toordinal() - _ORDINAL_1970) * 86400 + h * 3600 + mi * 60 + s
 
 
@@ -764,12 +782,13 @@ _ONE_SECOND = timedelta(seconds=1)
 
 
 def epoch_seconds(t: datetime) -> int:
-    """Whole seconds since the Unix epoch, rounded down (croner drops sub-seconds)."""
+    """Return the whole seconds since the Unix epoch, rounded down (croner drops
+    sub-seconds)."""
     if t.tzinfo is None or t.utcoffset() is None:
         raise ValueError(f"an aware datetime is required, got naive {t!r}")
     return (t - _EPOCH) // _ONE_SECOND
 
 
 def from_epoch(seconds: int) -> datetime:
-    """The UTC instant ``seconds`` after the Unix epoch."""
+    """Return the UTC instant ``seconds`` after the Unix epoch."""
     return datetime.fromtimestamp(seconds, timezone.utc)

@@ -1,16 +1,16 @@
 """A calendar in words: ``0 9 * * 1-5`` is "at 09:00, on Monday through Friday".
 
-Pure, for Awa's dialect as :mod:`awa_beat._schedules.cron` parses it. Six fields put the seconds
-first (``sec min hour dom mon dow``), which Awa's own UI gets wrong by reading every
-expression as five fields. Day of month and day of week, when both are restricted, are
-ORed as Awa does, and the description says "or".
+The module is pure, and it reads Awa's dialect as :mod:`awa_beat._schedules.cron` parses
+it. Six fields put the seconds first (``sec min hour dom mon dow``), which Awa's own UI
+gets wrong by reading every expression as five fields. When day of month and day of week
+are both restricted, they are ORed as Awa does, and the description says "or".
 
-awa-beat's markers are described too: ``@solar sunrise 48.85 2.35`` is "at sunrise at
-48.85, 2.35"; ``@crontab 0 9 1-7 * 1`` (Celery's crontab, which ANDs the two day fields)
-"at 09:00, on days 1 through 7 of the month, if it falls on Monday";
-``@at 2027-01-01T00:00:00Z | runs=1`` "once, at 2027-01-01 00:00 UTC"; an rrule by its
-frequency, days, time, start, count and end; bounds follow after a semicolon ("...; from
-2027-01-01 00:00 UTC until 2027-06-30 00:00 UTC, at most 3 runs").
+awa-beat's markers are described too. ``@solar sunrise 48.85 2.35`` is "at sunrise at
+48.85, 2.35". ``@crontab 0 9 1-7 * 1`` (Celery's crontab, which ANDs the two day fields)
+is "at 09:00, on days 1 through 7 of the month, if it falls on Monday".
+``@at 2027-01-01T00:00:00Z | runs=1`` is "once, at 2027-01-01 00:00 UTC". An rrule is
+described by its frequency, days, time, start, count and end. Bounds follow after a
+semicolon ("...; from 2027-01-01 00:00 UTC until 2027-06-30 00:00 UTC, at most 3 runs").
 """
 
 from __future__ import annotations
@@ -38,11 +38,12 @@ _STEP = re.compile(r"(\*|\d+)(?:-(\d+))?(?:/(\d+))?")
 
 
 def describe(expr: str) -> str | None:
-    """``expr`` in words, or None when Awa would refuse it (the caller shows why).
+    """Return ``expr`` in words, or None when Awa would refuse it (the caller shows why).
 
     Every kind of stored calendar is described: Awa cron expressions and awa-beat's
-    markers (:mod:`awa_beat._schedules.markers`: intervals, solar events, ``at``, rrules, and the
-    bounds any of them may carry). Never raises: a page lists every row, whatever it holds.
+    markers (:mod:`awa_beat._schedules.markers`: intervals, solar events, ``at``, rrules,
+    and the bounds that any of them may carry). The function never raises, because a
+    page lists every row, whatever the row holds.
     """
     try:
         calendar_for(expr, "UTC")
@@ -51,8 +52,8 @@ def describe(expr: str) -> str | None:
     try:
         return _words(expr)
     except Exception:
-        # A row the calendar accepts but no rule here words must still be listed; the
-        # expression itself is shown beside the words.
+        # A row that the calendar accepts but that no rule here puts in words must still
+        # be listed, and the expression itself is shown beside the words.
         return f"as written: {expr}"
 
 
@@ -75,7 +76,7 @@ def _words(expr: str) -> str:
     elif kind == "@at":
         words = "once, at " + _instant(
             datetime.strptime(rest, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc))
-        if bounds.runs == 1:  # "once" says it: an at() carries runs=1 to retire it
+        if bounds.runs == 1:  # "once" says it: an at() carries runs=1 to retire itself.
             bounds = Bounds(bounds.start, bounds.end)
     else:
         words = _rrule(rest)
@@ -84,7 +85,8 @@ def _words(expr: str) -> str:
 
 
 def _bounds(bounds: Bounds) -> str:
-    """``from 2027-01-01 00:00 UTC until 2027-06-30 00:00 UTC, at most 3 runs``."""
+    """Describe bounds as ``from 2027-01-01 00:00 UTC until 2027-06-30 00:00 UTC, at most
+    3 runs``."""
     parts = []
     if bounds.start is not None:
         parts.append(f"from {_instant(bounds.start)}")
@@ -99,7 +101,7 @@ def _bounds(bounds: Bounds) -> str:
 
 
 def _instant(t: datetime) -> str:
-    """An instant in UTC, the seconds only when there are some."""
+    """Describe an instant in UTC, with the seconds only when there are some."""
     t = t.astimezone(timezone.utc)
     return t.strftime("%Y-%m-%d %H:%M" + (":%S" if t.second else "")) + " UTC"
 
@@ -124,8 +126,9 @@ _RRULE_DAYS = {"MO": "Monday", "TU": "Tuesday", "WE": "Wednesday", "TH": "Thursd
 
 
 def _rrule(rest: str) -> str:
-    """An RFC 5545 rule in words: how often, on which days, at what time, from when,
-    how many times, until when. Parts with no words here are quoted as written."""
+    """Describe an RFC 5545 rule in words: how often, on which days, at what time, from
+    when, how many times, and until when. Parts that have no words here are quoted as
+    written."""
     parts = dict(part.partition("=")[::2] for part in rest.split(";"))
     freq = parts.pop("FREQ")
     unit = _FREQ_UNITS[freq]
@@ -177,8 +180,9 @@ def _rrule_month_day(n: int) -> str:
 
 def _rrule_time(freq: str, local: datetime, hours: str | None, minutes: str | None,
                 seconds: str | None) -> str:
-    """What time of its period a rule fires: its BYHOUR/BYMINUTE/BYSECOND, else the
-    start's (as dateutil takes them), for the parts coarser than its frequency."""
+    """Describe the time of its period at which a rule fires: its BYHOUR, BYMINUTE and
+    BYSECOND, or else the start's (as dateutil takes them), for the parts coarser than its
+    frequency."""
     order = list(_FREQ_UNITS)
     coarse = order.index(freq)
     hour = hours or (str(local.hour) if coarse <= order.index("DAILY") else None)
@@ -202,15 +206,16 @@ def _rrule_time(freq: str, local: datetime, hours: str | None, minutes: str | No
 
 
 def _cron(expr: str, *, both_days: bool = False) -> str:
-    """An Awa cron expression (five or six fields, or an alias) in words; ``both_days``:
-    a day must match the day of the month *and* the day of the week (Celery's rule)."""
+    """Describe an Awa cron expression (five or six fields, or an alias) in words. With
+    ``both_days``, a day must match the day of the month *and* the day of the week
+    (Celery's rule)."""
     seconds = every_seconds(expr)
     if seconds is not None:
         return f"every {duration(seconds)}"
     text = expr.strip().lower().replace("?", "*")
     text = _NICKNAMES.get(text, text)
     for name, number in _DAY_NAMES + _MONTH_NAMES:
-        text = text.replace(name, number)  # as croner does: substrings, whole pattern
+        text = text.replace(name, number)  # croner replaces substrings of the whole pattern too.
     fields = text.split()
     if len(fields) == 5:
         fields.insert(0, "0")
@@ -227,7 +232,8 @@ def _cron(expr: str, *, both_days: bool = False) -> str:
 
 
 def duration(seconds: int) -> str:
-    """``90`` as ``90 seconds (1 min 30 s)``; whole minutes, hours and days by name."""
+    """Describe ``90`` as ``90 seconds (1 min 30 s)``, and whole minutes, hours and days
+    by name."""
     for size, unit in ((86400, "day"), (3600, "hour"), (60, "minute")):
         if seconds % size == 0:
             count = seconds // size
@@ -257,7 +263,7 @@ def _time(sec: str, minute: str, hour: str) -> str:
     elif s != 0:
         parts.append(_phrase(sec, "second"))
     if minute == "*":
-        if s is not None:  # a step or list of seconds already says how often
+        if s is not None:  # A step or list of seconds already says how often.
             parts.append("every minute")
     else:
         parts.append(_phrase(minute, "minute"))
@@ -269,7 +275,7 @@ def _time(sec: str, minute: str, hour: str) -> str:
 
 
 def _phrase(field: str, unit: str, label: str | None = None) -> str:
-    """A time field: ``*/15`` is "every 15 minutes", ``30`` "at minute 30"."""
+    """Describe a time field: ``*/15`` is "every 15 minutes", and ``30`` is "at minute 30"."""
     items = _items(field, unit, str)
     plain = [i for i in items if not i.startswith("every")]
     if not plain:
@@ -306,8 +312,8 @@ def _items(field: str, unit: str, name: Callable[[str], str],
 
 
 def _days(dom: str, dow: str, both: bool = False) -> str:
-    """Days of month and of week; Awa ORs them when both are restricted, Celery's
-    crontab (``both``) ANDs them."""
+    """Describe the days of the month and of the week. Awa ORs them when both are
+    restricted, and Celery's crontab (``both``) ANDs them."""
     parts = []
     if dom != "*":
         parts.append(_month_days(dom))
@@ -371,7 +377,7 @@ def _join(items: list[str]) -> str:
 
 
 def offset_text(delta: timedelta | None) -> str:
-    """A UTC offset as ``+HH:MM`` (no offset reads as ``+00:00``)."""
+    """Write a UTC offset as ``+HH:MM``. No offset reads as ``+00:00``."""
     minutes = int((delta or timedelta()).total_seconds() // 60)
     sign = "+" if minutes >= 0 else "-"
     return f"{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"

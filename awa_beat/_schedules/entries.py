@@ -1,16 +1,16 @@
-"""A ``beat_schedule`` entry (or the changes to one) built from text: the options of
+"""Building a ``beat_schedule`` entry (or the changes to one) from text: the options of
 ``awa-beat add|edit`` and the fields of the dashboard's and the Django admin's forms.
 
-Pure: no click, no database. The operations layer then validates the entry exactly as
-beat validates its configuration. What cannot even be read here (an interval that is
-no interval, JSON that is not JSON, an apply_async option awa-beat would ignore) is
-refused with a :class:`~awa_beat.errors.ValidationError` naming the entry and the field,
-so nothing is written.
+The module is pure: it uses neither click nor a database. The operations layer then
+validates the entry exactly as beat validates its configuration. What cannot even be
+read here (an interval that is no interval, JSON that is not JSON, an apply_async option
+that awa-beat would ignore) is refused with a :class:`~awa_beat.errors.ValidationError`
+that names the entry and the field, so nothing is written.
 
 Bounds and outcome settings are fields of their own (``start``, ``end``, ``max_runs``,
-``one_off``, ``overlap``, ``deadline``). On an edit the word ``none`` removes one (the
-schedule then has no such bound, or the default overlap ``allow``); ``one_off=False``
-makes a one-off schedule recurring again.
+``one_off``, ``overlap``, ``deadline``). On an edit, the word ``none`` removes one (the
+schedule then has no such bound, or the default overlap ``allow``), and
+``one_off=False`` makes a one-off schedule recurring again.
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ from .spec import (
 #: The word that removes a setting on an edit (``--max-runs none``, ``--end none``).
 NONE_WORD = "none"
 
-#: apply_async options an entry may carry (``--option KEY=JSON``): Celery's, less those
-#: the dispatch bridge decides itself (:data:`~awa_beat._schedules.spec.BRIDGE_OWNED_OPTIONS`).
+#: The apply_async options that an entry may carry (``--option KEY=JSON``): Celery's,
+#: without those that the dispatch bridge decides itself
+#: (:data:`~awa_beat._schedules.spec.BRIDGE_OWNED_OPTIONS`).
 APPLY_ASYNC_OPTIONS = frozenset({
     "queue", "exchange", "routing_key", "priority", "expires", "countdown", "eta",
     "headers", "serializer", "compression", "time_limit", "soft_time_limit", "shadow",
@@ -46,7 +47,7 @@ APPLY_ASYNC_OPTIONS = frozenset({
     "stamped_headers",
 })
 
-#: How the command line names each field (its flag); the forms pass their own names.
+#: How the command line names each field (by its flag). The forms pass their own names.
 CLI_FIELDS = {
     "task": "--task", "cron": "--cron", "every": "--every", "at": "--at",
     "solar": "--solar", "schedule": "--cron/--every/--at/--solar", "args": "--args",
@@ -54,22 +55,23 @@ CLI_FIELDS = {
     "max_runs": "--max-runs", "one_off": "--one-off", "overlap": "--overlap",
     "deadline": "--deadline",
 }
-#: The flag (or form field) that sets each of awa-beat's own settings, for the refusal
-#: of ``--option max_runs=3``.
+#: The flag (or form field) that sets each of awa-beat's own settings. The refusal of
+#: ``--option max_runs=3`` names it.
 _SETTING_FIELDS = {"start_time": "start", "end_time": "end", "max_runs": "max_runs",
                    "one_off": "one_off", "overlap": "overlap", "deadline": "deadline",
                    "timezone": "--tz", "missed_fire_policy": "--policy", "queue": "--queue",
                    "dispatch": "--dispatch", "priority": "--priority",
                    "max_attempts": "--max-attempts", "tags": "--tag"}
 
-# ASCII digits only: str.isdigit() and \d also take "²" and other scripts' digits.
+# This takes ASCII digits only, because str.isdigit() and \d also take "²" and other
+# scripts' digits.
 _EVERY = re.compile(r"([0-9]+)\s*([smhd])", re.ASCII)
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def _refused(field: str, message: str) -> FieldRefused:
-    """The refusal of one field, whose message does not repeat the field's flag: the
-    parsers name their flag first, and the refusal names the field already."""
+    """Return the refusal of one field. Its message does not repeat the field's flag,
+    because the parsers name their flag first and the refusal names the field already."""
     flag = CLI_FIELDS.get(field, "")
     if flag and message.startswith(flag + " "):
         message = message[len(flag) + 1:]
@@ -79,7 +81,7 @@ def _refused(field: str, message: str) -> FieldRefused:
 
 
 def parse_every(text: str) -> timedelta:
-    """``30s``, ``5m``, ``1h30m``, ``2d`` or a plain number of seconds."""
+    """Parse ``30s``, ``5m``, ``1h30m``, ``2d`` or a plain number of seconds."""
     value = text.strip().lower()
     if re.fullmatch(r"[0-9]+", value, re.ASCII):
         seconds = int(value)
@@ -96,8 +98,8 @@ def parse_every(text: str) -> timedelta:
 
 
 def parse_instant(text: str, zone: str | None = None, flag: str = "--at") -> datetime:
-    """An ISO 8601 instant (``2026-12-24T09:00+01:00``); one without a UTC offset is read
-    in ``zone`` (``--tz``), and refused without one."""
+    """Parse an ISO 8601 instant (``2026-12-24T09:00+01:00``). An instant without a UTC
+    offset is read in ``zone`` (``--tz``), and it is refused when there is no zone."""
     try:
         instant = parse_iso(text.strip())
     except ValueError:
@@ -117,12 +119,12 @@ def parse_instant(text: str, zone: str | None = None, flag: str = "--at") -> dat
 
 
 def parse_at(text: str, zone: str | None = None) -> at:
-    """``--at``: :func:`parse_instant` as a one-off ``at`` schedule."""
+    """Parse ``--at`` with :func:`parse_instant` into a one-off ``at`` schedule."""
     return at(parse_instant(text, zone))
 
 
 def parse_solar(text: str) -> Any:
-    """``EVENT:LAT:LON`` (``sunset:48.85:2.35``) as Celery's ``solar`` schedule."""
+    """Parse ``EVENT:LAT:LON`` (``sunset:48.85:2.35``) into Celery's ``solar`` schedule."""
     from celery.schedules import solar
 
     parts = text.split(":")
@@ -135,17 +137,17 @@ def parse_solar(text: str) -> Any:
                             f"({exc})") from None
 
 
-#: Nesting past which a value given as JSON text is refused while it is parsed: where
-#: Python's parser up to 3.12 gives up (its recursion limit). Shallower values that are
-#: still too deep for a schedule are refused by its validation, by field.
+#: The nesting past which a value given as JSON text is refused while it is parsed. It is
+#: where Python's parser up to 3.12 gives up (its recursion limit). The schedule's
+#: validation refuses shallower values that are still too deep for a schedule, by field.
 _PARSE_DEPTH = 1000
 
 
 def _loads(text: str) -> Any:
-    """``json.loads``, refusing a value nested past :data:`_PARSE_DEPTH`
-    (:class:`~awa_beat.errors.NestedTooDeep`)
-    on every Python: 3.13's parser reads far deeper values than its predecessors, so the
-    depth is checked, without recursion, once parsed."""
+    """Run ``json.loads``, and refuse a value nested past :data:`_PARSE_DEPTH`
+    (:class:`~awa_beat.errors.NestedTooDeep`) on every Python. 3.13's parser reads far
+    deeper values than its predecessors, so the depth is checked, without recursion, once
+    the value is parsed."""
     try:
         value = json.loads(text)
     except RecursionError:
@@ -180,7 +182,8 @@ def _removal(text: str | None) -> bool:
 def _bound_settings(*, start: str | None, end: str | None, max_runs: str | int | None,
                     one_off: bool | str | None, overlap: str | None,
                     deadline: str | float | None, zone: str | None) -> dict[str, Any]:
-    """``options["awa_beat"]`` settings the bound fields give; None where one is removed."""
+    """Return the ``options["awa_beat"]`` settings that the bound fields give, with None
+    where one is removed."""
     out: dict[str, Any] = {}
     for field, key, text in (("start", "start_time", start), ("end", "end_time", end)):
         if text is None:
@@ -240,8 +243,9 @@ def _deadline(value: str | float) -> float | None:
 
 
 def _options(items: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``--option KEY=JSON`` items: (apply_async options, the ``awa_beat`` dict given
-    as ``--option 'awa_beat={...}'``). An option awa-beat would not use is refused."""
+    """Parse ``--option KEY=JSON`` items into (apply_async options, the ``awa_beat`` dict
+    given as ``--option 'awa_beat={...}'``). An option that awa-beat would not use is
+    refused."""
     options: dict[str, Any] = {}
     awa: dict[str, Any] = {}
     for item in items:
@@ -251,7 +255,7 @@ def _options(items: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
         try:
             value = _loads(text)
         except ValueError:
-            value = text  # a bare word: a string
+            value = text  # A bare word is a string.
         except NestedTooDeep:
             raise _refused("option", f"{key}: nested too deep") from None
         if key == AWA_BEAT_OPTION:
@@ -276,8 +280,8 @@ def _options(items: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _merge_settings(given: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
-    """The ``awa_beat`` dict of ``--option 'awa_beat={...}'`` with the other flags' settings;
-    one setting given both ways with different values is refused."""
+    """Merge the ``awa_beat`` dict of ``--option 'awa_beat={...}'`` with the other flags'
+    settings. A setting given both ways with different values is refused."""
     for key, value in fields.items():
         if key in given and given[key] != value:
             field = _SETTING_FIELDS.get(key, key)
@@ -300,14 +304,14 @@ def entry_from_options(name: str = "(entry)", *, task: str | None = None,
                        overlap: str | None = None, deadline: str | float | None = None,
                        edit: bool = False, fields: Mapping[str, str] | None = None
                        ) -> dict[str, Any]:
-    """The parts of ``name``'s beat_schedule entry the options give, and only those (an
-    edit changes exactly these). ``--queue`` is both Celery's ``queue`` option and Awa's
-    queue, so the task runs on that queue whichever worker runs it.
+    """Return the parts of ``name``'s beat_schedule entry that the options give, and only
+    those, because an edit changes exactly these. ``--queue`` sets both Celery's ``queue``
+    option and Awa's queue, so the task runs on that queue whichever worker runs it.
 
-    With ``edit``, a setting given as ``none`` is None in ``options["awa_beat"]``, which
-    removes it (:func:`awa_beat._ops.operations.merge_entry`); otherwise it is left out.
-    ``fields`` names the fields in refusals (default: the command line's flags).
-    Raises :class:`ValidationError` naming ``name`` and the field.
+    With ``edit``, a setting given as ``none`` becomes None in ``options["awa_beat"]``,
+    which removes it (:func:`awa_beat._ops.operations.merge_entry`); otherwise the setting
+    is left out. ``fields`` names the fields in refusals (by default, the command line's
+    flags). A refusal raises :class:`ValidationError`, naming ``name`` and the field.
     """
     labels = CLI_FIELDS if fields is None else fields
     try:
