@@ -1,14 +1,16 @@
-"""Schedules Awa's evaluator cannot honour: their ``cron_expr`` markers and calendars.
+"""Schedules that Awa's evaluator cannot honour: their ``cron_expr`` markers and their
+calendars.
 
-Pure, like :mod:`awa_beat._schedules.fire_times`: no clock, no I/O; every instant is an aware
-datetime, every fire a whole second in UTC.
+The module is pure, like :mod:`awa_beat._schedules.fire_times`: it reads no clock and
+does no I/O. Every instant is an aware datetime, and every fire is a whole second in UTC.
 
 Such a schedule shares ``awa.cron_jobs`` with Awa's own rows, so its ``cron_expr`` is a
 marker that Awa's parser (croner) rejects: it starts with ``@`` and is none of Awa's
 aliases (``@yearly``, ``@annually``, ``@monthly``, ``@weekly``, ``@daily``, ``@hourly``).
-An Awa leader sharing the table logs such a row as invalid and never fires it, so it can
-never fire on a calendar other than the one written. The markers (canonical text: a
-schedule always converts to the same string, so a sync sees "unchanged")::
+An Awa leader that shares the table logs such a row as invalid and never fires it, so
+the row can never fire on a calendar other than the one written. These are the markers
+(their text is canonical: a schedule always converts to the same string, so a sync sees
+"unchanged")::
 
     @every <n>s                         an interval off Awa's cron grids (fire_times)
     @cron <awa cron expression> | ...   a cron schedule with bounds (below)
@@ -17,24 +19,26 @@ schedule always converts to the same string, so a sync sees "unchanged")::
     @rrule DTSTART=<local time>[<offset>];FREQ=...;...   an RFC 5545 recurrence rule
     @crontab <min> <hour> <dom> <month> <dow>[ dst=celery]   Celery's crontab (below)
 
-``@crontab`` is a Celery crontab no plain Awa expression can say: Celery fires on a day
-that matches the day of the month *and* the day of the week, cron on a day that matches
-either. Its fields are numbers, ranges and lists, as :func:`.spec.crontab_to_cron`
-writes them; weekdays 0 (Sunday) to 6. Without ``dst=celery`` it steps like an Awa
-expression in its zone (a skipped wall time fires at the end of the gap, a repeated one
-in its first pass); with ``dst=celery`` every fire is the one Celery's own crontab object
-computes from the one before, gaps and folds included (see the README's DST policy).
+``@crontab`` is a Celery crontab that no plain Awa expression can say: Celery fires on a
+day that matches the day of the month *and* the day of the week, while cron fires on a
+day that matches either. Its fields are numbers, ranges and lists, as
+:func:`.spec.crontab_to_cron` writes them, with weekdays from 0 (Sunday) to 6. Without
+``dst=celery`` it steps like an Awa expression in its zone (a skipped wall time fires at
+the end of the gap, and a repeated one in its first pass). With ``dst=celery``, every
+fire is the one that Celery's own crontab object computes from the one before, gaps and
+folds included (see the README's DST policy).
 
-Any of them may end in `` | `` and bounds, in this order, each optional::
+Any marker may end in `` | `` and bounds, in this order, each of them optional::
 
     start=<YYYY-MM-DDTHH:MM:SSZ>        no fire before (inclusive)
     end=<YYYY-MM-DDTHH:MM:SSZ>          no fire after (inclusive)
     runs=<n>                            at most n runs in all
 
 ``start`` and ``end`` are part of the calendar. ``runs`` is counted in the database: the
-fire statement reads the limit from the marker (``' runs=([0-9]+)$'``), counts the runs it
-inserts in ``awa_beat.schedule_runs`` and retires the row (``paused_at`` set,
-``paused_by`` :data:`awa_beat._db.records.RETIRED_BY`) in the statement that fires the last one.
+fire statement reads the limit from the marker (``' runs=([0-9]+)$'``), counts the runs
+it inserts in ``awa_beat.schedule_runs``, and retires the row (it sets ``paused_at``, and
+``paused_by`` to :data:`awa_beat._db.records.RETIRED_BY`) in the statement that fires the
+last run.
 """
 
 from __future__ import annotations
@@ -57,20 +61,20 @@ if TYPE_CHECKING:
 
 
 class PlainCalendar(Protocol):
-    """Builds the calendar of a plain expression (an Awa cron expression or
-    ``@every Ns``) in a zone, as :func:`awa_beat._schedules.fire_times.calendar_for` does.
+    """Build the calendar of a plain expression (an Awa cron expression or ``@every Ns``)
+    in a zone, as :func:`awa_beat._schedules.fire_times.calendar_for` does.
 
     :mod:`~awa_beat._schedules.fire_times` imports this module to read markers, so it
-    hands its builders in rather than this module importing them back.
+    hands its builders in, rather than this module importing them back.
     """
 
     def __call__(self, cron_expr: str, timezone: str, /) -> Calendar: ...
 
 
 class CronCalendarOf(Protocol):
-    """Builds the calendar of a parsed cron expression on the wall clock of a zone
-    (:class:`awa_beat._schedules.fire_times.CronCalendar` itself), handed in for the same
-    reason as :class:`PlainCalendar`."""
+    """Build the calendar of a parsed cron expression on the wall clock of a zone
+    (:class:`awa_beat._schedules.fire_times.CronCalendar` itself). It is handed in for the
+    same reason as :class:`PlainCalendar`."""
 
     def __call__(self, expr: CronExpression, tz: tzinfo, /) -> Calendar: ...
 
@@ -78,7 +82,8 @@ UTC = timezone.utc
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SECOND = timedelta(seconds=1)
 
-#: Celery's solar events: (horizon, ephem method, use_center), as ``celery.schedules.solar``.
+#: Celery's solar events, as (horizon, ephem method, use_center), like
+#: ``celery.schedules.solar``.
 SOLAR_EVENTS: dict[str, tuple[str, str, bool]] = {
     "dawn_astronomical": ("-18", "next_rising", True),
     "dawn_nautical": ("-12", "next_rising", True),
@@ -90,25 +95,28 @@ SOLAR_EVENTS: dict[str, tuple[str, str, bool]] = {
     "dusk_nautical": ("-12", "next_setting", True),
     "dusk_astronomical": ("-18", "next_setting", True),
 }
-#: celery.schedules.solar.max_search_days: days searched for an event that skips days.
+#: celery.schedules.solar.max_search_days: how many days are searched for an event that
+#: skips days.
 SOLAR_SEARCH_DAYS = 366
-#: Searches of SOLAR_SEARCH_DAYS each before a solar calendar says "no further fire".
+#: How many searches of SOLAR_SEARCH_DAYS each run before a solar calendar says "no
+#: further fire".
 SOLAR_SEARCH_YEARS = 3
 
 _MARKER = re.compile(r"@(every|cron|solar|at|rrule|crontab) ")
 _BOUND = re.compile(r"(start|end|runs)=(\S+)")
 _INSTANT = "%Y-%m-%dT%H:%M:%SZ"
 RUNS_PATTERN = re.compile(r" runs=([0-9]+)$")
-"""What the fire statement reads the run limit with (keep in step with queries.sql)."""
+"""The pattern with which the fire statement reads the run limit. Keep it in step with
+queries.sql."""
 
 
 def is_marker(cron_expr: str) -> bool:
-    """Whether ``cron_expr`` is one of awa-beat's markers (``@every Ns`` included)."""
+    """Return whether ``cron_expr`` is one of awa-beat's markers (``@every Ns`` included)."""
     return isinstance(cron_expr, str) and _MARKER.match(cron_expr) is not None
 
 
 def instant_text(t: datetime) -> str:
-    """An instant as markers write it: UTC, whole seconds, ``Z``."""
+    """Write an instant as markers write it: in UTC, in whole seconds, with ``Z``."""
     return t.astimezone(UTC).strftime(_INSTANT)
 
 
@@ -125,8 +133,8 @@ def _parse_instant(text: str) -> datetime:
 
 @dataclass(frozen=True)
 class Bounds:
-    """When a schedule may fire: not before ``start``, not after ``end`` (both whole
-    seconds, inclusive), at most ``runs`` times."""
+    """When a schedule may fire: not before ``start`` and not after ``end`` (both whole
+    seconds, inclusive), and at most ``runs`` times."""
 
     start: datetime | None = None
     end: datetime | None = None
@@ -154,7 +162,8 @@ class Bounds:
 
 
 def ceil_second(t: datetime) -> datetime:
-    """``t`` rounded up to a whole second (no fire before ``t`` is then no fire before this)."""
+    """Return ``t`` rounded up to a whole second, so that "no fire before ``t``" means "no
+    fire before this"."""
     floor = t.replace(microsecond=0)
     return floor if floor == t else floor + _SECOND
 
@@ -164,8 +173,9 @@ def floor_second(t: datetime) -> datetime:
 
 
 def bounded(expr: str, bounds: Bounds) -> str:
-    """``expr`` (an Awa cron expression or a marker without bounds) with ``bounds``: an
-    Awa expression becomes ``@cron <expr>``, since Awa would fire it out of bounds."""
+    """Return ``expr`` (an Awa cron expression or a marker without bounds) with
+    ``bounds``. An Awa expression becomes ``@cron <expr>``, since Awa would fire it out of
+    bounds."""
     if not bounds:
         return expr
     if split_bounds(expr)[1]:
@@ -175,7 +185,7 @@ def bounded(expr: str, bounds: Bounds) -> str:
 
 
 def split_bounds(cron_expr: str) -> tuple[str, Bounds]:
-    """A marker's schedule part and its bounds (empty when it has none)."""
+    """Return a marker's schedule part and its bounds (empty when it has none)."""
     base, sep, tail = cron_expr.partition(" | ")
     if not sep:
         return cron_expr, Bounds()
@@ -202,7 +212,8 @@ def split_bounds(cron_expr: str) -> tuple[str, Bounds]:
 
 
 def max_runs(cron_expr: str) -> int | None:
-    """The run limit of a marker (``runs=``), as the fire statement reads it, or None."""
+    """Return the run limit of a marker (``runs=``), as the fire statement reads it, or
+    None."""
     if not is_marker(cron_expr):
         return None
     m = RUNS_PATTERN.search(cron_expr)
@@ -213,7 +224,8 @@ def max_runs(cron_expr: str) -> int | None:
 
 
 class BoundedCalendar:
-    """Another calendar's fires in ``[start, end]`` (epoch seconds; None: unbounded)."""
+    """Another calendar's fires within ``[start, end]``, in epoch seconds. None leaves a
+    side unbounded."""
 
     __slots__ = ("end", "inner", "start")
 
@@ -235,7 +247,7 @@ class BoundedCalendar:
 
 
 class AtCalendar:
-    """One fire, at ``instant`` (epoch seconds)."""
+    """One fire, at ``instant`` (in epoch seconds)."""
 
     __slots__ = ("instant",)
 
@@ -262,17 +274,17 @@ def _ephem() -> Any:
 
 
 class SolarCalendar:
-    """Celery's ``solar(event, lat, lon)``: each occurrence of the event, as Celery 5.7's
-    ``solar._next_event`` finds it with ephem (a day on which the event does not happen,
-    such as sunrise in the polar night, is skipped), fired at the event rounded up to
-    the second.
+    """Celery's ``solar(event, lat, lon)``. It fires at each occurrence of the event, as
+    Celery 5.7's ``solar._next_event`` finds it with ephem, rounded up to the second. A
+    day on which the event does not happen, such as sunrise in the polar night, is
+    skipped.
 
-    ephem's result moves by milliseconds with the instant the search starts from, which
-    could put one event on either side of a second. Each event found is therefore
-    computed again from an anchor that is a function of the event itself (the whole
-    minute an hour before it, offset half a second so that the anchor changes only where
-    the event is half a second from a whole one): every replica, and every search from
-    any start, gives each event the same fire second.
+    ephem's result moves by milliseconds with the instant that the search starts from,
+    which could put one event on either side of a second. Each event found is therefore
+    computed again from an anchor that is a function of the event itself: the whole minute
+    an hour before it, offset by half a second so that the anchor changes only where the
+    event is half a second from a whole one. Every replica, and every search from any
+    start, thus gives each event the same fire second.
     """
 
     __slots__ = ("event", "lat", "lon")
@@ -294,12 +306,12 @@ class SolarCalendar:
         return f"SolarCalendar({self.event!r}, {self.lat}, {self.lon})"
 
     def _event_after(self, t: float, days: int = SOLAR_SEARCH_DAYS) -> tuple[float, bool]:
-        """Celery 5.7's ``solar._next_event`` from epoch seconds ``t``: ``(event, True)``
-        for the first event after it, skipping days without one, or ``(stop, False)``
-        when ``days`` days were searched in vain."""
+        """Run Celery 5.7's ``solar._next_event`` from epoch seconds ``t``. Return
+        ``(event, True)`` for the first event after it, skipping days without one, or
+        ``(stop, False)`` when ``days`` days were searched in vain."""
         ephem = _ephem()
         horizon, method, use_center = SOLAR_EVENTS[self.event]
-        cal = ephem.Observer()  # one per search: an Observer is mutable state
+        cal = ephem.Observer()  # Each search has its own, because an Observer is mutable state.
         cal.lat = str(self.lat)
         cal.lon = str(self.lon)
         cal.elev = 0
@@ -322,17 +334,18 @@ class SolarCalendar:
     def _canonical(self, e: float) -> float:
         anchor = math.floor((e - 3600.5) / 60) * 60 + 0.5
         again, found = self._event_after(anchor, days=2)
-        # An anchor in a day the search skips could land on another event: keep the first.
+        # An anchor in a day that the search skips could land on another event, so the
+        # first event is kept.
         return again if found and abs(again - e) < 60 else e
 
     def next_from(self, start: datetime, *, inclusive: bool = True) -> datetime | None:
-        """The first fire at or after ``start`` (after, if not ``inclusive``).
+        """Return the first fire at or after ``start`` (after it, if not ``inclusive``).
 
-        Where Celery's search ends without an event (the pole, for a whole year), Celery
-        fires at the end of the search anyway; this searches on instead, for up to
-        :data:`SOLAR_SEARCH_YEARS` searches, and fires only at an event."""
+        Where Celery's search ends without an event (at the pole, for a whole year),
+        Celery fires at the end of the search anyway. This method searches on instead, for
+        up to :data:`SOLAR_SEARCH_YEARS` searches, and fires only at an event."""
         s = _epoch(start) + (0 if inclusive else 1)
-        t: float = s - 1  # a fire second is ceil(event): >= s exactly when event > s - 1
+        t: float = s - 1  # A fire second is ceil(event), which is >= s exactly when event > s - 1.
         searches = 0
         for _ in range(16):
             raw, found = self._event_after(t)
@@ -347,11 +360,11 @@ class SolarCalendar:
             if fire >= s:
                 return _from_epoch(fire)
             t = max(raw, event) + 0.5
-        return None  # pragma: no cover - an event is at most a day from the next
+        return None  # pragma: no cover - An event is at most a day from the next.
 
 
 def solar_marker(event: str, lat: float, lon: float) -> str:
-    SolarCalendar(event, float(lat), float(lon))  # validates
+    SolarCalendar(event, float(lat), float(lon))  # This validates the arguments.
     return f"@solar {event} {_number(lat)} {_number(lon)}"
 
 
@@ -360,7 +373,8 @@ def _number(x: float) -> str:
 
 
 def at_marker(instant: datetime) -> str:
-    """``calendars.at(instant)``: sub-seconds dropped, one run (so it retires)."""
+    """Write the marker of ``calendars.at(instant)``: sub-seconds are dropped, and the run
+    limit is one, so the schedule retires."""
     try:
         utc = instant.astimezone(UTC)
     except OverflowError:
@@ -374,9 +388,9 @@ def at_marker(instant: datetime) -> str:
 # -- rrule -----------------------------------------------------------------------------------
 
 _FREQS = ("YEARLY", "MONTHLY", "WEEKLY", "DAILY", "HOURLY", "MINUTELY", "SECONDLY")
-_Freq = Literal[0, 1, 2, 3, 4, 5, 6]  # dateutil's frequencies: indexes into _FREQS
+_Freq = Literal[0, 1, 2, 3, 4, 5, 6]  # dateutil's frequencies, which index into _FREQS.
 _DAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
-# RFC 5545 part -> dateutil keyword, for the integer lists.
+# This maps an RFC 5545 part to its dateutil keyword, for the integer lists.
 _BY = {"BYSETPOS": "bysetpos", "BYMONTH": "bymonth", "BYMONTHDAY": "bymonthday",
        "BYYEARDAY": "byyearday", "BYEASTER": "byeaster", "BYWEEKNO": "byweekno",
        "BYHOUR": "byhour", "BYMINUTE": "byminute", "BYSECOND": "bysecond"}
@@ -392,18 +406,19 @@ def _int_list(value: Any) -> list[int]:
 
 
 def rrule_marker(rule: Any) -> tuple[str, str | None]:
-    """A dateutil ``rrule`` (or RedBeat's ``rrule`` schedule, which wraps one) as
-    ``(marker, time zone)``: the time zone column is the zone of ``dtstart`` when it has
-    an IANA name (the rule then steps on that zone's wall clock, as dateutil does);
-    a fixed offset is written into the marker and the zone is None (UTC)."""
+    """Return a dateutil ``rrule`` (or RedBeat's ``rrule`` schedule, which wraps one) as
+    ``(marker, time zone)``. The time zone column is the zone of ``dtstart`` when that zone
+    has an IANA name (the rule then steps on that zone's wall clock, as dateutil does). A
+    fixed offset is written into the marker, and the zone is None (UTC)."""
     inner = getattr(rule, "rrule", rule)
     try:
         from dateutil.rrule import rrule as dateutil_rrule
-    except ImportError:  # pragma: no cover - dateutil comes with Celery
+    except ImportError:  # pragma: no cover - dateutil comes with Celery.
         raise ScheduleError("rrule schedules need python-dateutil") from None
     if not isinstance(inner, dateutil_rrule):
         raise ScheduleError(f"not an rrule: {rule!r}")
-    # dateutil keeps a rule's parts only in private attributes, which its stubs leave out.
+    # dateutil keeps a rule's parts only in private attributes, which its stubs leave out,
+    # so they are read as Any.
     parsed: Any = inner
     if not isinstance(parsed._freq, int) or not 0 <= parsed._freq < len(_FREQS):
         raise ScheduleError(f"rrule frequency {parsed._freq!r} is none of dateutil's "
@@ -411,7 +426,7 @@ def rrule_marker(rule: Any) -> tuple[str, str | None]:
     original = getattr(inner, "_original_rule", {})
     dtstart = parsed._dtstart
     if dtstart.tzinfo is None:
-        dtstart = dtstart.replace(tzinfo=UTC)  # Celery's rule: naive means UTC
+        dtstart = dtstart.replace(tzinfo=UTC)  # Celery's rule is that naive means UTC.
     zone = getattr(dtstart.tzinfo, "key", None)
     if zone:
         start_text = dtstart.strftime(_LOCAL)
@@ -449,12 +464,12 @@ def rrule_marker(rule: Any) -> tuple[str, str | None]:
             texts.append(f"{n:+d}{_DAYS[wd]}" if n else _DAYS[int(wd)])
         parts.append(f"BYDAY={','.join(texts)}")
     marker = "@rrule " + ";".join(parts)
-    _rrule_calendar(marker[len("@rrule "):], zone or "UTC")  # what we write must read back
+    _rrule_calendar(marker[len("@rrule "):], zone or "UTC")  # What we write must read back.
     return marker, zone
 
 
 class RRuleCalendar:
-    """A dateutil recurrence rule; the next fire after ``t`` is ``rule.after(t)``, which is
+    """A dateutil recurrence rule. The next fire after ``t`` is ``rule.after(t)``, which is
     how RedBeat's ``rrule`` schedule finds it."""
 
     __slots__ = ("rule",)
@@ -528,7 +543,8 @@ _CRONTAB_FIELD = re.compile(r"\*|[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*")
 
 
 def crontab_marker(fields: tuple[str, str, str, str, str], dst: str = "awa") -> str:
-    """``@crontab`` of five field texts (as ``crontab_to_cron`` writes them)."""
+    """Write the ``@crontab`` marker of five field texts (as ``crontab_to_cron`` writes
+    them)."""
     tail = " dst=celery" if dst == "celery" else ""
     return "@crontab " + " ".join(fields) + tail
 
@@ -547,16 +563,16 @@ def _crontab_fields(rest: str) -> tuple[list[str], str]:
 
 
 def crontab_calendar(rest: str, zone: str, cron: CronCalendarOf) -> Calendar:
-    """The calendar of ``@crontab <fields>[ dst=celery]`` (``rest``) in ``zone``; ``cron``
-    builds the calendar of the expression that ANDs the two day fields."""
+    """Return the calendar of ``@crontab <fields>[ dst=celery]`` (``rest``) in ``zone``.
+    ``cron`` builds the calendar of the expression that ANDs the two day fields."""
     (minute, hour, dom, month, dow), dst = _crontab_fields(rest)
     if dst == "celery":
         return CeleryCrontabCalendar(minute, hour, dom, month, dow, zone)
     from .cron import CronExpression, both_days, load_timezone
 
-    # Two cached expressions lend their parts to a new one: the first its time of day
-    # and days of the month, the second its weekdays. The zone is read first, as the
-    # calendar of a plain expression reads it, so a bad zone is the error reported.
+    # Two cached expressions lend their parts to a new one: the first lends its time of
+    # day and days of the month, and the second its weekdays. The zone is read first, as
+    # the calendar of a plain expression reads it, so a bad zone is the error reported.
     tz = load_timezone(zone)
     days = CronExpression.parse(f"{minute} {hour} {dom} {month} *", cache=True)
     weekdays = CronExpression.parse(f"{minute} {hour} * {month} {dow}", cache=True)
@@ -564,8 +580,8 @@ def crontab_calendar(rest: str, zone: str, cron: CronCalendarOf) -> Calendar:
 
 
 class CeleryCrontabCalendar:
-    """Celery's crontab in ``zone``, stepped by Celery's own object: each fire is the
-    previous one plus ``remaining_estimate`` asked at that instant, which is when
+    """Celery's crontab in ``zone``, stepped by Celery's own object. Each fire is the
+    previous one plus the ``remaining_estimate`` asked at that instant, which is when
     ``is_due`` first says due. Celery's wall-clock arithmetic decides gaps and folds."""
 
     __slots__ = ("fields", "tab")
@@ -583,7 +599,7 @@ class CeleryCrontabCalendar:
         return f"CeleryCrontabCalendar{self.fields!r}"
 
     def _after(self, second: int) -> int:
-        """The fire Celery computes after a run at epoch ``second``."""
+        """Return the fire that Celery computes after a run at epoch ``second``."""
         last = _from_epoch(second).astimezone(self.tab.zone)
         # The estimate is the fire minus the clock, and the clock reads the epoch.
         return math.ceil(self.tab.remaining_estimate(last).total_seconds())
@@ -596,11 +612,11 @@ class CeleryCrontabCalendar:
                 found = self._after(t)
                 if found >= s:
                     return _from_epoch(found)
-                # Celery's arithmetic went back (a fold): it is due at once, so the next
-                # fire is computed from the start.
+                # Celery's arithmetic went back (a fold), so it is due at once, and the
+                # next fire is computed from the start.
                 t = max(found, t) + 1
         except (OverflowError, ValueError, RuntimeError):
-            return None  # past the year 9999, or a crontab Celery cannot roll over
+            return None  # This is past the year 9999, or a crontab Celery cannot roll over.
         return None
 
 
@@ -609,8 +625,8 @@ _ZONED: list[Any] = []
 
 def _zoned_crontab() -> Any:
     """A subclass of Celery's crontab with a zone of its own and a clock that reads the
-    epoch, so that no Celery app is needed (nor the current one's zone used), and the
-    object can be shared by threads."""
+    epoch. It needs no Celery app (and does not use the current app's zone), and threads
+    can share it."""
     if not _ZONED:
         from celery.schedules import crontab
 
@@ -633,9 +649,9 @@ def _zoned_crontab() -> Any:
 
 def parse_marker(cron_expr: str, zone: str, base: PlainCalendar,
                  cron: CronCalendarOf) -> Calendar:
-    """The calendar of a marker. ``base`` and ``cron`` build what fire_times builds itself
-    (the calendars of an Awa expression and of ``@every Ns``). Raises
-    InvalidCronExpression or ScheduleError."""
+    """Return the calendar of a marker. ``base`` and ``cron`` build what fire_times builds
+    itself (the calendars of an Awa expression and of ``@every Ns``). Raise
+    InvalidCronExpression or ScheduleError when the marker is invalid."""
     head, bounds = split_bounds(cron_expr)
     kind, _, rest = head.partition(" ")
     calendar: Calendar
