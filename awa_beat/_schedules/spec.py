@@ -1,9 +1,9 @@
-"""Schedule specs: what one ``beat_schedule`` entry means, checked before any I/O.
+"""Schedule specs: what one ``beat_schedule`` entry means, checked before any I/O is done.
 
 A :class:`ScheduleSpec` is the pure, validated form of an entry. It converts to the
 ``awa.cron_jobs`` row that awa-beat (and Awa, when it shares the database) evaluates.
 
-Where things go in an entry (a normal Celery ``beat_schedule`` entry)::
+This is where things go in an entry (a normal Celery ``beat_schedule`` entry)::
 
     "nightly-report": {
         "task": "reports.nightly",                  # -> kind
@@ -28,54 +28,56 @@ Where things go in an entry (a normal Celery ``beat_schedule`` entry)::
         },
     }
 
-Schedules, and how they are stored:
+These are the schedules, and how each is stored:
 
-* ``crontab``: a 5-field cron expression in the entry's time zone. Fields Celery fills
-  completely are written ``*``. Celery ANDs day-of-month with day-of-week where cron
-  ORs them, so when both are restricted the entry converts only where an exact
-  equivalent exists (days 1-7 with a weekday is ``d#1``, 8-14 is ``d#2``, ...) and is
-  rejected otherwise: a stored schedule never fires on a calendar other than the one
-  written.
-* A number, ``timedelta`` or ``celery.schedules.schedule`` (whole seconds, at least 1):
-  an interval on a grid anchored at the Unix epoch in UTC, so every replica computes
-  the same fire times however and whenever it started (``relative`` is ignored). When
-  that grid is a cron pattern (5 s, 10 min, 6 h, 1 day, ...) the row stores that
-  pattern, which Awa fires identically; otherwise it stores ``@every <N>s``, which
-  Awa's parser rejects, so an Awa leader sharing the table logs it as invalid and never
-  fires it on another calendar.
-* A string: an Awa cron expression used as-is (5 or 6 fields, seconds first), for
+* A ``crontab`` becomes a 5-field cron expression in the entry's time zone. Fields that
+  Celery fills completely are written ``*``. Celery ANDs day-of-month with day-of-week
+  where cron ORs them, so when both are restricted, the entry converts only where an
+  exact equivalent exists (days 1-7 with a weekday is ``d#1``, 8-14 is ``d#2``, ...), and
+  it is rejected otherwise. A stored schedule therefore never fires on a calendar other
+  than the one written.
+* A number, ``timedelta`` or ``celery.schedules.schedule`` (whole seconds, at least 1)
+  becomes an interval on a grid anchored at the Unix epoch in UTC, so every replica
+  computes the same fire times however and whenever it started (``relative`` is
+  ignored). When that grid is a cron pattern (5 s, 10 min, 6 h, 1 day, ...), the row
+  stores that pattern, which Awa fires identically. Otherwise it stores ``@every <N>s``,
+  which Awa's parser rejects, so an Awa leader that shares the table logs it as invalid
+  and never fires it on another calendar.
+* A string is an Awa cron expression, used as it is (5 or 6 fields, seconds first), for
   what crontab cannot say (``L``, ``W``, ``#``, seconds).
-* ``solar(event, lat, lon)``: ``@solar <event> <lat> <lon>`` in UTC. Fires at each
-  occurrence of the event as Celery's solar finds it with ephem (days without one are
-  skipped), rounded up to the second; needs ephem (``awa-beat[solar]``).
-* ``awa_beat.at(instant)``: ``@at <instant> | runs=1`` in UTC. Fires once, at
-  the instant (sub-seconds dropped); the statement that fires it retires it. As for any
-  new row, nothing before its registration fires: an instant already past never does.
-* An rrule (``redbeat.schedules.rrule``, or dateutil's ``rrule``):
-  ``@rrule DTSTART=...;FREQ=...;...`` (RFC 5545 parts). The zone is that of ``dtstart``:
-  an IANA zone goes in the row's time zone (``DTSTART`` is then wall time there), a
-  fixed offset into ``DTSTART``; a naive ``dtstart`` is UTC, as Celery reads naive
-  times. Fires at ``rule.after(last fire)``, as RedBeat does.
+* ``solar(event, lat, lon)`` becomes ``@solar <event> <lat> <lon>`` in UTC. It fires at
+  each occurrence of the event as Celery's solar finds it with ephem (days without one
+  are skipped), rounded up to the second. It needs ephem (``awa-beat[solar]``).
+* ``awa_beat.at(instant)`` becomes ``@at <instant> | runs=1`` in UTC. It fires once, at
+  the instant (sub-seconds are dropped), and the statement that fires it retires it. As
+  for any new row, nothing before its registration fires, so an instant already past
+  never does.
+* An rrule (``redbeat.schedules.rrule``, or dateutil's ``rrule``) becomes
+  ``@rrule DTSTART=...;FREQ=...;...`` (RFC 5545 parts). Its zone is that of ``dtstart``:
+  an IANA zone goes in the row's time zone (``DTSTART`` is then wall time there), and a
+  fixed offset goes into ``DTSTART``. A naive ``dtstart`` is UTC, as Celery reads naive
+  times. The rule fires at ``rule.after(last fire)``, as RedBeat does.
 
-Bounds, in ``options["awa_beat"]``, for any schedule but ``at`` (which is one run
-already); a bounded schedule is stored as its marker (an Awa expression as
+Bounds go in ``options["awa_beat"]``, for any schedule except ``at`` (which is one run
+already). A bounded schedule is stored as its marker (an Awa expression as
 ``@cron <expr>``) followed by `` | start=<instant> end=<instant> runs=<n>``:
 
-* ``start_time``: no fire before it (an aware datetime or an ISO 8601 string with an
-  offset; rounded up to the second).
-* ``end_time``: no fire after it (rounded down to the second). Not to be confused with
-  the apply_async option ``options["expires"]``, the expiry of each message, which stays
-  as given. django-celery-beat's ``PeriodicTask.expires`` means both: the importer sets
-  ``end_time`` to the second before it and ``options["expires"]`` to it; its
-  ``expire_seconds`` is the message expiry only.
-* ``max_runs``: at most this many runs in all, counted in the database
-  (``awa_beat.schedule_runs``) by the statement that fires; the fire of the last run
+* ``start_time``: no fire comes before it (an aware datetime or an ISO 8601 string with
+  an offset, rounded up to the second).
+* ``end_time``: no fire comes after it (rounded down to the second). It is not to be
+  confused with the apply_async option ``options["expires"]``, the expiry of each
+  message, which stays as given. django-celery-beat's ``PeriodicTask.expires`` means
+  both, so the importer sets ``end_time`` to the second before it and
+  ``options["expires"]`` to it; its ``expire_seconds`` is the message expiry only.
+* ``max_runs``: at most this many runs happen in all. The statement that fires counts
+  them in the database (``awa_beat.schedule_runs``), and the fire of the last run
   retires the row (paused, by ``awa-beat: retired (its last run fired)``).
-* ``one_off: True``: django-celery-beat's one_off, run once and then disabled; the same
-  as ``max_runs: 1``.
+* ``one_off: True`` is django-celery-beat's one_off: the schedule runs once and is then
+  disabled, the same as with ``max_runs: 1``.
 
-Every marker starts with ``@`` and is none of Awa's aliases, so Awa's parser rejects it
-and an Awa leader sharing the table never fires such a row (see :mod:`awa_beat._schedules.markers`).
+Every marker starts with ``@`` and is none of Awa's aliases, so Awa's parser rejects it,
+and an Awa leader that shares the table never fires such a row (see
+:mod:`awa_beat._schedules.markers`).
 """
 
 from __future__ import annotations
@@ -113,50 +115,54 @@ from .markers import (
     split_bounds,
 )
 
-#: Keys of ``options["awa_beat"]``.
+#: The keys of ``options["awa_beat"]``.
 AWA_BEAT_OPTION = "awa_beat"
 _AWA_KEYS = {"timezone", "missed_fire_policy", "queue", "priority", "max_attempts", "tags",
              "metadata", "dispatch", "metrics", "start_time", "end_time", "max_runs",
              "one_off", "overlap", "max_runtime", "deadline", "at_most_once", "dst"}
 AWA_BEAT_KEYS = frozenset(_AWA_KEYS)
-#: The settings of ``options["awa_beat"]`` that are a schedule's bounds: stored in its
-#: marker, given back by ``operations.beat_entry`` as these keys.
+#: The settings of ``options["awa_beat"]`` that are a schedule's bounds. They are stored
+#: in its marker, and ``operations.beat_entry`` gives them back as these keys.
 BOUND_OPTIONS = ("start_time", "end_time", "max_runs", "one_off")
-#: apply_async options the dispatch bridge decides itself (publishing retries are its
-#: own, the task id is derived from the fire): an entry's values for them are ignored.
+#: The apply_async options that the dispatch bridge decides itself (the publishing
+#: retries are its own, and the task id is derived from the fire). An entry's values for
+#: them are ignored.
 BRIDGE_OWNED_OPTIONS = ("retry", "retry_policy", "task_id", "producer", "connection",
                         "publisher", "router", "add_to_parent", "result_cls")
-#: Overlap policies (docs/outcomes.md): fire whatever runs, or not while the last run
-#: has not finished.
+#: The overlap policies (docs/outcomes.md): fire whatever runs, or do not fire while the
+#: last run has not finished.
 OVERLAPS = ("allow", "skip")
-#: Seconds after its start (or its fire, if it never started) after which a run that
+#: The seconds after its start (or its fire, if it never started) after which a run that
 #: never reported back stops blocking its schedule and shows as lost, unless the entry
 #: gives ``max_runtime`` or a numeric ``expires``.
 DEFAULT_MAX_RUNTIME = 3600.0
-#: Who runs a fired job: a Celery worker (through the dispatch bridge) or an Awa worker.
+#: Who runs a fired job: a Celery worker (through the dispatch bridge), or an Awa worker.
 DISPATCHES = ("celery", "awa")
-#: Metadata keys written on every fired job; a user value would be overwritten.
+#: The metadata keys written on every fired job. A user's value for one would be
+#: overwritten.
 RESERVED_METADATA = {"cron_name", "cron_fire_time", "triggered_manually", "celery", "awa_beat"}
 _ENTRY_KEYS = {"task", "schedule", "args", "kwargs", "options", "relative"}
-#: Most bytes (UTF-8) of a name. PostgreSQL indexes names (the primary key, and with a
-#: time or a job id beside them elsewhere) and a btree entry holds at most 2704 bytes.
+#: The most bytes (in UTF-8) that a name may have. PostgreSQL indexes names (in the
+#: primary key, and elsewhere with a time or a job id beside them), and a btree entry
+#: holds at most 2704 bytes.
 MAX_NAME_BYTES = 2000
-#: Most bytes of each of args, kwargs, metadata and an option, as JSON: every fire copies
-#: them into a job and a broker message (RabbitMQ 4 refuses messages over 16 MiB).
+#: The most bytes, as JSON, of each of args, kwargs, metadata and an option. Every fire
+#: copies them into a job and a broker message (RabbitMQ 4 refuses messages over 16 MiB).
 MAX_JSON_BYTES = 1 << 20
-#: Deepest nesting of a JSON value: Python's and PostgreSQL's JSON readers recurse.
+#: The deepest nesting of a JSON value, because Python's and PostgreSQL's JSON readers
+#: recurse.
 MAX_JSON_DEPTH = 100
-#: Longest interval: about ten years (on a grid from 1970, a longer one may never fire).
+#: The longest interval, about ten years. On a grid from 1970, a longer one may never fire.
 MAX_INTERVAL_SECONDS = 3660 * 86400
-#: How long after its instant a new schedule may still fire its first time (Awa's first
-#: registration looks back one minute: :func:`~awa_beat._schedules.fire_times.due_fires`).
+#: How long after its instant a new schedule may still fire its first time. Awa's first
+#: registration looks back one minute (:func:`~awa_beat._schedules.fire_times.due_fires`).
 REGISTRATION_GRACE = timedelta(seconds=60)
 
 
 class _Empty(dict[str, Any]):
-    """An empty dict that refuses changes: the one every spec without kwargs, options,
-    metadata or outcomes shares (a large beat_schedule would otherwise hold four empty
-    dicts per entry). A dict, so that it pickles, copies and serialises as one."""
+    """An empty dict that refuses changes. Every spec without kwargs, options, metadata
+    or outcomes shares this one (a large beat_schedule would otherwise hold four empty
+    dicts per entry). It is a dict, so that it pickles, copies and serialises as one."""
 
     __slots__ = ()
 
@@ -189,10 +195,11 @@ class ScheduleSpec:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     dispatch: str = "awa"
     metrics: bool = False
-    """Series of its own in this beat's metrics (not stored: each beat's own choice)."""
+    """Whether the schedule has series of its own in this beat's metrics. It is not
+    stored, because it is each beat's own choice."""
     outcomes: Mapping[str, Any] = field(default_factory=dict)
-    """``overlap``, ``max_runtime``, ``deadline``, ``at_most_once`` as given (stored in
-    ``metadata["awa_beat"]``, which the fire statement and the workers read)."""
+    """``overlap``, ``max_runtime``, ``deadline`` and ``at_most_once`` as given. They are
+    stored in ``metadata["awa_beat"]``, which the fire statement and the workers read."""
 
     def row(self, deployment: str | None = None,
             shared: dict[Any, Any] | None = None) -> dict[str, Any]:
@@ -202,11 +209,11 @@ class ScheduleSpec:
         options and who dispatches the job ride in ``metadata["celery"]``, so every
         fired job carries them.
 
-        ``shared``, a dict the caller keeps while it holds the specs: rows of specs with
-        the same metadata, options and outcomes objects (those of a generated
-        configuration share the empty ones) then share one metadata dict, and specs
-        with the same tags one list, which :func:`~awa_beat._db.store.sync_params` encodes
-        once. Such rows are to be read, not changed.
+        ``shared`` is a dict that the caller keeps while it holds the specs. With it, the
+        rows of specs with the same metadata, options and outcomes objects (those of a
+        generated configuration share the empty ones) share one metadata dict, and specs
+        with the same tags share one list, which :func:`~awa_beat._db.store.sync_params`
+        encodes once. Such rows are to be read, not changed.
         """
         key = (id(self.metadata), id(self.options), id(self.outcomes), self.dispatch,
                deployment)
@@ -217,7 +224,7 @@ class ScheduleSpec:
             if self.outcomes:
                 metadata["awa_beat"] = dict(self.outcomes)
             if deployment is not None:
-                # The bridge publishes only its own deployment's jobs, to its own broker.
+                # The bridge publishes only its own deployment's jobs, and to its own broker.
                 metadata["celery"]["deployment"] = deployment
             if shared is not None:
                 shared[key] = metadata
@@ -242,7 +249,7 @@ class ScheduleSpec:
 
 
 class _Problems:
-    """Collects every problem of every entry, so one error can list them all."""
+    """Collect every problem of every entry, so that one error can list them all."""
 
     def __init__(self) -> None:
         self.items: list[tuple[str, str, str]] = []
@@ -258,13 +265,14 @@ def specs_from_beat_schedule(
 ) -> list[ScheduleSpec]:
     """Validate every entry of a Celery ``beat_schedule`` and convert it.
 
-    Raises one :class:`ValidationError` listing every bad entry and field; nothing is
+    Raise one :class:`ValidationError` that lists every bad entry and field. Nothing is
     returned (so nothing can be written) unless every entry is valid.
 
-    A schedule that can never fire is refused: one whose calendar has no time at all
-    (``0 0 30 2 *``, an rrule with ``COUNT=0``) always; with ``now`` (a write made now),
-    also one with no fire from now on (an ``end_time`` or an ``at()`` already past).
-    ``default_dst`` is the DST policy of crontabs whose entry gives none (``awa_beat_dst``).
+    A schedule that can never fire is refused. One whose calendar has no time at all
+    (``0 0 30 2 *``, an rrule with ``COUNT=0``) is always refused; with ``now`` (for a
+    write made now), so is one with no fire from now on (an ``end_time`` or an ``at()``
+    already past). ``default_dst`` is the DST policy of crontabs whose entry gives none
+    (``awa_beat_dst``).
     """
     problems = _Problems()
     specs = []
@@ -275,8 +283,8 @@ def specs_from_beat_schedule(
         load_timezone(default_timezone)
     except ScheduleError as exc:
         problems.add("(app)", "timezone", str(exc))
-    # Entries of one shape (task, schedule and options) differ only in name and call:
-    # the first of each shape is converted whole, the others take its checked fields.
+    # Entries of one shape (task, schedule and options) differ only in name and call, so
+    # the first of each shape is converted whole, and the others take its checked fields.
     shapes: dict[tuple[Any, ...], ScheduleSpec] = {}
     with collector_paused():
         for name, entry in beat_schedule.items():
@@ -299,16 +307,17 @@ def specs_from_beat_schedule(
 def spec_from_entry(name: str, entry: Mapping[str, Any], *,
                     default_timezone: str = "UTC", now: datetime | None = None
                     ) -> ScheduleSpec:
-    """Validate and convert one entry; raises ValidationError listing its problems."""
+    """Validate and convert one entry, and raise a ValidationError that lists its problems."""
     return specs_from_beat_schedule({name: entry}, default_timezone=default_timezone,
                                     now=now)[0]
 
 
 def _shape(entry: Any) -> tuple[Any, ...] | None:
-    """What converting ``entry`` depends on besides its name, args and kwargs, as a key;
-    None where the entry is not a plain dict of known keys with a text task. A schedule
-    other than text or a number, and options, are keyed by identity: the beat_schedule
-    holds them for the whole conversion, and entries built in a loop share them."""
+    """Return, as a key, what converting ``entry`` depends on besides its name, args and
+    kwargs, or None where the entry is not a plain dict of known keys with a text task. A
+    schedule other than text or a number, and options, are keyed by identity, because the
+    beat_schedule holds them for the whole conversion, and entries built in a loop share
+    them."""
     if type(entry) is not dict or not _ENTRY_KEYS.issuperset(entry):
         return None
     task = entry.get("task")
@@ -326,8 +335,8 @@ _SHAPE_VALUES = (str, int, float)
 
 def _like(template: ScheduleSpec, name: Any, entry: dict[str, Any],
           problems: _Problems) -> ScheduleSpec | None:
-    """The spec of ``entry``, of the same shape (:func:`_shape`) as the entry that gave
-    ``template``: only its name and call are checked."""
+    """Return the spec of ``entry``, which has the same shape (:func:`_shape`) as the
+    entry that gave ``template``, so only its name and call are checked."""
     before = len(problems.items)
     label = _checked_name(name, problems)
     args, kwargs = _checked_call(label, entry, problems)
@@ -346,14 +355,14 @@ def _like(template: ScheduleSpec, name: Any, entry: dict[str, Any],
 
 
 def _checked_name(name: Any, problems: _Problems) -> str:
-    """The entry's label in problems; a bad name is one of them."""
+    """Return the entry's label in problems, and report a bad name as one of them."""
     label = name if isinstance(name, str) else repr(name)
     if not isinstance(name, str) or not name:
         problems.add(label, "name", "must be a non-empty string")
         return label
     if len(name) <= 80 and name.isascii() and "\x00" not in name:
-        return label  # nearly every name: nothing more to check
-    if len(label) > 80:  # the label names the entry in a line of text
+        return label  # Nearly every name ends here, with nothing more to check.
+    if len(label) > 80:  # The label names the entry in a line of text.
         label = f"{label[:60]}... ({len(name)} characters)"
     bad = _text_problem(name, MAX_NAME_BYTES)
     if bad:
@@ -364,7 +373,8 @@ def _checked_name(name: Any, problems: _Problems) -> str:
 
 
 def _text_problem(text: str, max_bytes: int | None = None) -> str | None:
-    """Why PostgreSQL would refuse ``text`` (or, past ``max_bytes``, we do), or None."""
+    """Return why PostgreSQL would refuse ``text`` (or why we do, past ``max_bytes``), or
+    None."""
     if "\x00" in text:
         return "must not contain NUL characters"
     if text.isascii():
@@ -380,8 +390,8 @@ def _text_problem(text: str, max_bytes: int | None = None) -> str | None:
     return None
 
 
-#: Iterables that are not a sequence of arguments: a dict gives its keys, a set no
-#: fixed order.
+#: Iterables that are not a sequence of arguments: a dict gives its keys, and a set has
+#: no fixed order.
 _NOT_SEQUENCES = (str, bytes, Mapping, set, frozenset)
 
 
@@ -395,7 +405,7 @@ def _why_not_sequence(value: Any) -> str:
 
 def _checked_call(label: str, entry: Mapping[str, Any], problems: _Problems,
                   ) -> tuple[tuple[Any, ...], Mapping[str, Any]]:
-    """The entry's args and kwargs, checked (each is empty where it is bad)."""
+    """Return the entry's args and kwargs, checked (each is empty where it is bad)."""
     args = entry.get("args") or ()
     if type(args) not in (list, tuple) and (
             isinstance(args, _NOT_SEQUENCES) or not isinstance(args, Iterable)):
@@ -408,7 +418,8 @@ def _checked_call(label: str, entry: Mapping[str, Any], problems: _Problems,
 
 def _checked_mapping(label: str, field_: str, value: Any, problems: _Problems,
                      ) -> Mapping[str, Any]:
-    """``value`` if it is a mapping of plain JSON (None: empty), else empty."""
+    """Return ``value`` if it is a mapping of plain JSON (None counts as empty), else an
+    empty mapping."""
     value = value or {}
     if type(value) is not dict and not isinstance(value, Mapping):
         problems.add(label, field_, "must be a dict")
@@ -423,8 +434,8 @@ def _convert(name: Any, entry: Any, default_tz: str, default_dispatch: str,
              default_dst: str = "awa") -> ScheduleSpec | None:
     before = len(problems.items)
     label = _checked_name(name, problems)
-    # type() first: a large beat_schedule is plain dicts and lists, and an isinstance
-    # check against an abstract class costs more than the rest of the line.
+    # type() is checked first, because a large beat_schedule is plain dicts and lists, and
+    # an isinstance check against an abstract class costs more than the rest of the line.
     if type(entry) is not dict and not isinstance(entry, Mapping):
         problems.add(label, "entry", f"must be a dict, not {type(entry).__name__}")
         return None
@@ -479,16 +490,16 @@ def _convert(name: Any, entry: Any, default_tz: str, default_dispatch: str,
         cron_expr, zone = to_cron_expression(schedule, dst)
         if zone is not None:
             tz = zone
-        if not is_at(schedule):  # at() carries its one run already
+        if not is_at(schedule):  # at() carries its one run already.
             cron_expr = bounded(cron_expr, bounds)
         if is_marker(cron_expr):
-            calendar_for(cron_expr, "UTC")  # a zone's problem is reported as the zone's
+            calendar_for(cron_expr, "UTC")  # A zone's problem is reported as the zone's.
     except ScheduleError as exc:
         problems.add(label, "schedule", str(exc))
         cron_expr = None
     except (ValueError, TypeError, ArithmeticError, LookupError, AttributeError) as exc:
-        # A schedule object of the user's that its own class cannot make sense of
-        # (celery's schedule("abc"), dateutil's rrule(99)): named, not a traceback.
+        # A user's schedule object that its own class cannot make sense of (celery's
+        # schedule("abc"), dateutil's rrule(99)) is named in a problem, not a traceback.
         problems.add(label, "schedule", f"cannot be read: {type(exc).__name__}: "
                                         f"{first_line(exc)}")
         cron_expr = None
@@ -555,8 +566,8 @@ def _convert(name: Any, entry: Any, default_tz: str, default_dispatch: str,
 
 def _dst(label: str, awa: Mapping[str, Any], schedule: Any, default: str,
          problems: _Problems) -> str:
-    """``options["awa_beat"]["dst"]``, else ``default``: whose rule a crontab follows in
-    a skipped or repeated wall hour (only a crontab has one of Celery's)."""
+    """Return ``options["awa_beat"]["dst"]``, else ``default``: whose rule a crontab
+    follows in a skipped or repeated wall hour (only a crontab has one of Celery's)."""
     dst = awa.get("dst", default)
     if dst not in DST_POLICIES:
         problems.add(label, "options.awa_beat.dst",
@@ -579,8 +590,9 @@ def _is_crontab(schedule: Any) -> bool:
 
 def _outcome_options(label: str, awa: Mapping[str, Any], options: Mapping[str, Any],
                      problems: _Problems) -> dict[str, Any]:
-    """The entry's outcome settings, validated; ``max_runtime`` resolved whenever an
-    overlap policy needs it (from ``expires`` if numeric, else the default)."""
+    """Return the entry's outcome settings, validated. ``max_runtime`` is resolved
+    whenever an overlap policy needs it (from ``expires`` if it is numeric, else from the
+    default)."""
     out: dict[str, Any] = {}
     overlap = awa.get("overlap", "allow")
     if overlap not in OVERLAPS:
@@ -619,8 +631,9 @@ def _int_in(value: Any, low: int, high: int) -> bool:
 
 
 def _check_json(name: str, field_: str, value: Any, problems: _Problems) -> None:
-    """Values must survive a trip through JSONB unchanged: plain JSON, no NUL, no NaN, no
-    lone surrogate, at most :data:`MAX_JSON_DEPTH` levels and :data:`MAX_JSON_BYTES`."""
+    """Check that values survive a trip through JSONB unchanged: plain JSON, with no NUL,
+    no NaN and no lone surrogate, at most :data:`MAX_JSON_DEPTH` levels deep and at most
+    :data:`MAX_JSON_BYTES` long."""
     bad = _json_problem(value)
     if bad:
         problems.add(name, field_, bad)
@@ -643,9 +656,10 @@ def _json_problem(value: Any) -> str | None:
 
 
 def _json_walk(value: Any, depth: int, size: list[int]) -> tuple[str, list[str]] | None:
-    """What makes ``value`` other than plain JSON that PostgreSQL stores as given, with the
-    path to it (innermost part first), or None; ``size`` accumulates its approximate
-    size in bytes. Exact types are tested first: they are nearly every value."""
+    """Return what makes ``value`` other than plain JSON that PostgreSQL stores as given,
+    with the path to it (innermost part first), or None. ``size`` accumulates its
+    approximate size in bytes. Exact types are tested first, because nearly every value
+    has one."""
     kind = type(value)
     if kind is str:
         if value.isascii():
@@ -695,7 +709,8 @@ def _json_walk_items(value: Mapping[Any, Any], depth: int, size: list[int]
 
 def _json_walk_other(value: Any, depth: int, size: list[int]
                      ) -> tuple[str, list[str]] | None:
-    """:func:`_json_walk` for subclasses of the JSON types, floats and the rest."""
+    """Do what :func:`_json_walk` does for subclasses of the JSON types, floats and the
+    rest."""
     if isinstance(value, (bool, int)):
         return None
     if isinstance(value, float):
@@ -711,7 +726,8 @@ def _json_walk_other(value: Any, depth: int, size: list[int]
 
 
 def _json_options(name: str, options: dict[str, Any], problems: _Problems) -> dict[str, Any]:
-    """apply_async options as JSON, with Celery's usual non-JSON forms made portable."""
+    """Return apply_async options as JSON, with Celery's usual non-JSON forms made
+    portable."""
     out: dict[str, Any] = {}
     for key, value in options.items():
         if not isinstance(key, str) or _text_problem(key):
@@ -732,7 +748,7 @@ def _json_options(name: str, options: dict[str, Any], problems: _Problems) -> di
         out[key] = value
     try:
         json.dumps(out, allow_nan=False)
-    except (TypeError, ValueError) as exc:  # pragma: no cover - _json_problem covers these
+    except (TypeError, ValueError) as exc:  # pragma: no cover - _json_problem covers these.
         problems.add(name, "options", str(exc))
     return out
 
@@ -752,19 +768,19 @@ _WEEKS = {k + 1: frozenset(range(1 + 7 * k, min(8 + 7 * k, 32))) for k in range(
 def to_cron_expression(schedule: Any, dst: str = "awa") -> tuple[str, str | None]:
     """Convert a schedule to an expression for ``awa.cron_jobs.cron_expr``.
 
-    Returns ``(expression, zone)``: ``zone`` is the time zone the row must have whatever
-    the entry says (``UTC`` for intervals, solar and ``at``, the zone of an rrule's
-    start), or None for the entry's own. Raises ScheduleError for what cannot be stored
-    without changing its calendar. ``dst`` is a crontab's DST policy (``awa`` or
-    ``celery``, see :func:`crontab_to_cron`).
+    Return ``(expression, zone)``. ``zone`` is the time zone that the row must have
+    whatever the entry says (``UTC`` for intervals, solar and ``at``, and the zone of an
+    rrule's start), or None for the entry's own zone. Raise ScheduleError for what cannot
+    be stored without changing its calendar. ``dst`` is a crontab's DST policy (``awa`` or
+    ``celery``; see :func:`crontab_to_cron`).
     """
     if isinstance(schedule, str):
         if is_marker(schedule):
-            calendar_for(schedule, "UTC")  # one of our own markers, e.g. from `export`
+            calendar_for(schedule, "UTC")  # This is one of our own markers, e.g. from `export`.
             return schedule, None
         _matching(CronExpression.parse(schedule), schedule)
         return schedule, None
-    from celery import schedules as cs  # Celery is optional for the pure parts' users
+    from celery import schedules as cs  # Celery is optional for the pure parts' users.
 
     if schedule is None:
         raise ScheduleError("is missing; give a crontab, a number of seconds or a timedelta")
@@ -777,7 +793,7 @@ def to_cron_expression(schedule: Any, dst: str = "awa") -> tuple[str, str | None
         return marker, zone or "UTC"
     if isinstance(schedule, cs.crontab):
         expr = crontab_to_cron(schedule, dst)
-        # A conversion we cannot store must fail here, not later.
+        # A conversion that we cannot store must fail here, not later.
         if is_marker(expr):
             if not can_fire_from(calendar_for(expr, "UTC"), _EPOCH):
                 raise ScheduleError(f"{schedule!r} matches no date (such as 30 February): "
@@ -805,22 +821,22 @@ def _matching(parsed: CronExpression, expr: str) -> None:
 def _is_rrule(schedule: Any) -> bool:
     try:
         from dateutil.rrule import rrule
-    except ImportError:  # pragma: no cover - dateutil comes with Celery
+    except ImportError:  # pragma: no cover - dateutil comes with Celery.
         return False
     return isinstance(schedule, rrule) or isinstance(getattr(schedule, "rrule", None), rrule)
 
 
 def is_at(schedule: Any) -> bool:
-    """Whether ``schedule`` is ``at(instant)``, or its stored marker (``@at ... | runs=1``,
-    as ``export`` and ``operations.beat_entry`` give it back)."""
+    """Return whether ``schedule`` is ``at(instant)`` or its stored marker
+    (``@at ... | runs=1``, as ``export`` and ``operations.beat_entry`` give it back)."""
     return isinstance(schedule, at) or (isinstance(schedule, str)
                                         and schedule.startswith("@at "))
 
 
 def carries_bounds(schedule: Any) -> bool:
-    """Whether ``schedule`` says its own bounds: ``at()`` (one run, at its instant), or a
-    marker string ending in bounds (``@cron 0 3 * * * | runs=3``). A change to such a
-    schedule replaces the bounds of the old one instead of keeping them."""
+    """Return whether ``schedule`` says its own bounds: ``at()`` (one run, at its
+    instant), or a marker string that ends in bounds (``@cron 0 3 * * * | runs=3``). A
+    change to such a schedule replaces the bounds of the old one instead of keeping them."""
     if is_at(schedule):
         return True
     if not isinstance(schedule, str) or not is_marker(schedule):
@@ -828,12 +844,13 @@ def carries_bounds(schedule: Any) -> bool:
     try:
         return bool(split_bounds(schedule)[1])
     except ScheduleError:
-        return False  # reported by the conversion, with the entry's name
+        return False  # The conversion reports it, with the entry's name.
 
 
 def _bounds(label: str, awa: Mapping[str, Any], schedule: Any,
             problems: _Problems) -> Bounds:
-    """``start_time``, ``end_time``, ``max_runs`` and ``one_off`` of ``options["awa_beat"]``."""
+    """Read ``start_time``, ``end_time``, ``max_runs`` and ``one_off`` from
+    ``options["awa_beat"]``."""
     field_ = "options.awa_beat."
     values: dict[str, Any] = {}
     for key, name in (("start_time", "start"), ("end_time", "end")):
@@ -892,16 +909,16 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 def _never_fires(cron_expr: str, tz: str, bounds: Bounds, schedule: Any,
                  now: datetime | None) -> tuple[str, str] | None:
-    """``(field, reason)`` when the schedule can never fire: from 1970 on, or with ``now``
-    from now on (a new row's first fire may be up to a minute old)."""
+    """Return ``(field, reason)`` when the schedule can never fire: from 1970 on, or, with
+    ``now``, from now on (a new row's first fire may be up to a minute old)."""
     if now is None and not is_marker(cron_expr):
-        return None  # to_cron_expression refused a cron expression that matches no time
+        return None  # to_cron_expression refused a cron expression that matches no time.
     try:
         start = _EPOCH if now is None else now - REGISTRATION_GRACE
         if can_fire_from(calendar_for(cron_expr, tz), start):
             return None
     except ScheduleError:
-        return None  # reported as the zone's or the schedule's problem already
+        return None  # It is already reported as the zone's or the schedule's problem.
     if now is not None and bounds.end is not None and bounds.end < now - REGISTRATION_GRACE:
         return ("options.awa_beat.end_time",
                 f"{instant_text(bounds.end)} is past: the schedule would never fire")
@@ -916,7 +933,7 @@ def _interval_seconds(run_every: Any) -> int:
     if isinstance(run_every, timedelta):
         seconds = run_every.total_seconds()
     elif isinstance(run_every, (int, float)) and not isinstance(run_every, bool):
-        if run_every > MAX_INTERVAL_SECONDS:  # before float(): an int may be too large for it
+        if run_every > MAX_INTERVAL_SECONDS:  # An int may be too large for float().
             raise ScheduleError(f"an interval of more than {MAX_INTERVAL_SECONDS} s "
                                 "(about ten years) is too long")
         seconds = float(run_every)
@@ -934,11 +951,12 @@ def _interval_seconds(run_every: Any) -> int:
 
 
 def crontab_to_cron(tab: Any, dst: str = "awa") -> str:
-    """A Celery ``crontab`` as what ``cron_expr`` stores for it: a 5-field Awa cron
-    expression with the same calendar where there is one (Awa fires it too), otherwise
-    the marker ``@crontab <fields>`` (see :mod:`awa_beat._schedules.markers`), which only awa-beat
-    fires. ``dst="celery"`` always gives the marker, with ``dst=celery``: Celery's rule
-    for skipped and repeated wall times, which Awa's evaluator does not follow."""
+    """Return what ``cron_expr`` stores for a Celery ``crontab``: a 5-field Awa cron
+    expression with the same calendar where there is one (Awa fires it too), and
+    otherwise the marker ``@crontab <fields>`` (see :mod:`awa_beat._schedules.markers`),
+    which only awa-beat fires. ``dst="celery"`` always gives the marker, with
+    ``dst=celery``: Celery's rule for skipped and repeated wall times, which Awa's
+    evaluator does not follow."""
     fields = {name: set(getattr(tab, name)) for name in _FULL}
     text = {name: _field_text(values, _FULL[name]) for name, values in fields.items()}
     order = ("minute", "hour", "day_of_month", "month_of_year", "day_of_week")
@@ -947,7 +965,7 @@ def crontab_to_cron(tab: Any, dst: str = "awa") -> str:
     if text["day_of_month"] != "*" and text["day_of_week"] != "*":
         weeks = _weeks_of(fields["day_of_month"])
         if weeks is None:
-            # Celery requires both the day of the month and the weekday; cron either.
+            # Celery requires both the day of the month and the weekday, and cron either.
             return crontab_marker(tuple(text[name] for name in order))  # type: ignore[arg-type]
         text["day_of_month"] = "*"
         text["day_of_week"] = ",".join(f"{d}#{week}" for d in sorted(fields["day_of_week"])
@@ -956,8 +974,9 @@ def crontab_to_cron(tab: Any, dst: str = "awa") -> str:
 
 
 def _weeks_of(days: set[int]) -> list[int] | None:
-    """The ``n`` of ``d#n`` (the nth weekday d of the month: days 7n-6 to 7n, the 5th
-    the 29th to the 31st) whose blocks of days together are exactly ``days``, or None."""
+    """Return the ``n`` of each ``d#n`` (the nth weekday d of the month: days 7n-6 to 7n,
+    and for the 5th, the 29th to the 31st) whose blocks of days together are exactly
+    ``days``, or None."""
     weeks = [n for n, block in _WEEKS.items() if block <= days]
     covered = set().union(*(_WEEKS[n] for n in weeks)) if weeks else set()
     return weeks if covered == days else None
