@@ -279,7 +279,7 @@ def _definition_hash(*definition: str) -> int:
 class MemoryStore:
     """The store's contract in memory, compare-and-swap included, for unit tests of the
     engine and the node (:class:`~awa_beat._engine.engine.EngineStore`,
-    :class:`~awa_beat._beat.node.NodeStore`).
+    :class:`~awa_beat._beat.protocols.NodeStore`).
 
     Rows are kept as :class:`~awa_beat._db.records.CronState`; ``clock`` stamps
     ``created_at``/``updated_at`` as the server's ``now()`` would. Set :attr:`down` to a

@@ -24,28 +24,30 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import hashlib
 import heapq
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Protocol
+from typing import TYPE_CHECKING
 
-from .._bulk import collector_paused
 from .._config import Settings, celery_dispatch_refused
-from .._db.records import Contact, Fence, FireResult, OutboxBacklog
-from .._db.sql import queries
-from .._db.store import PackedBatch, SyncBatch
-from .._engine.engine import Engine, EngineStore, utcnow
+from .._db.records import Fence, FireResult
+from .._engine.engine import Engine, utcnow
 from .._logs import event
 from .._schedules.fire_times import parse_iso
 from .._schedules.spec import ScheduleSpec
 from ..errors import AwaBeatError, DatabaseUnavailable, StoreError, UnknownSchema
+from .configuration import packed_configuration
 from .opening import Opening, default_leadership, default_store, open_connections
+from .timers import Timers
+
+if TYPE_CHECKING:
+    # Only the annotations name them, so the beat's start does not load the module.
+    from .._db.store import PackedBatch
+    from .protocols import LeadershipLike, NodeStore, Outbox
 
 # The logger keeps the name it had before the modules moved into layer packages, so
 # logging configurations that select it by name go on working.
@@ -62,9 +64,6 @@ NOTIFIED_OUTBOX_CHECK_INTERVAL = 60.0
 #: wake it on every change, the backstop for a notification lost with its connection.
 POLL_REFRESH_INTERVAL = 1.0
 NOTIFIED_REFRESH_INTERVAL = 60.0
-#: Rows per statement when beat syncs its configuration (at start, then every sync
-#: interval, one slice per tick so that a large schedule never holds up firing).
-RESYNC_SLICE = 2000
 #: Seconds between two refreshes of a standby's view of the table.
 STANDBY_REFRESH_INTERVAL = 5.0
 #: Seconds between two purges of outcomes and occurrences past their retention by the
@@ -75,50 +74,6 @@ MAX_RETRY_WAIT = 1.0
 #: Upper bounds (seconds) of the fire-lag histogram's buckets.
 LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
                300.0, 3600.0)
-
-
-class Deadline:
-    """A point on the monotonic clock from which something is due again."""
-
-    __slots__ = ("at",)
-
-    def __init__(self, at: float = 0.0) -> None:
-        self.at = at
-        """Monotonic seconds; 0 means due at the next look."""
-
-    def due(self, now: float) -> bool:
-        return now >= self.at
-
-    def set(self, now: float, seconds: float) -> None:
-        """Due again ``seconds`` after ``now``."""
-        self.at = now + seconds
-
-    def expire(self) -> None:
-        """Due at the next look, whatever was set."""
-        self.at = 0.0
-
-    def left(self, now: float) -> float:
-        """Seconds until due (negative once due)."""
-        return self.at - now
-
-    def __repr__(self) -> str:
-        return f"Deadline({self.at:.3f})"
-
-
-@dataclass
-class Timers:
-    """The node's deadlines, one per periodic duty."""
-
-    election: Deadline
-    ping: Deadline
-    sync: Deadline
-    heartbeat: Deadline
-    outbox_check: Deadline
-    standby_refresh: Deadline
-
-    @classmethod
-    def new(cls) -> Timers:
-        return cls(Deadline(), Deadline(), Deadline(), Deadline(), Deadline(), Deadline())
 
 
 @dataclass
@@ -168,109 +123,16 @@ class NodeStats:
         self.lag_sum += seconds
 
 
-class NodeStore(EngineStore, Protocol):
-    """What the node needs of a store, beyond the engine's needs
-    (:class:`awa_beat._db.store.Store`, :class:`awa_beat._testing.MemoryStore`)."""
+@dataclass(frozen=True)
+class _Running:
+    """The parts of an open node that its loop works with. :meth:`BeatNode.open` sets it
+    once every part is up and :meth:`BeatNode.close` clears it, so each step of the loop
+    either has all of them or finds the node closed."""
 
-    origin: str
-    awa_owned: bool
-    contact: Contact
-    clock_tolerance: float
-
-    @property
-    def change_channel(self) -> str | None: ...
-    def open(self, *, conn: Any = None, wait: bool = True) -> Any: ...
-    def wait(self) -> None: ...
-    def close(self) -> None: ...
-    def connection(self) -> AbstractContextManager[Any]: ...
-    def check_schema(self, conn: Any = None) -> Any: ...
-    def check_layout(self) -> None: ...
-    def migrate(self) -> Any: ...
-    def sync(self, rows: SyncBatch) -> Any: ...
-    def sync_all(self, batches: Sequence[SyncBatch]) -> Any: ...
-    def config_in_force(self, deployment: str, digest: str) -> bool: ...
-    def record_config(self, deployment: str, digest: str, synced: Any) -> None: ...
-    def analyze_if_stale(self, conn: Any = None) -> bool: ...
-    def orphaned_names(self, deployment: str, configured: Sequence[str]) -> list[str]: ...
-    def runtime_owned_names(self, names: Sequence[str]) -> list[str]: ...
-    def heartbeat(self, **beat: Any) -> None: ...
-    def beat_gone(self, identity: str) -> None: ...
-    # What the node's metrics read (awa_beat._beat.metrics).
-    def beats(self) -> list[dict[str, Any]]: ...
-    def outbox_backlogs(self) -> list[OutboxBacklog]: ...
-
-
-class LeadershipLike(Protocol):
-    """What the node needs of :class:`awa_beat._db.lock.Leadership`."""
-
-    identity: str
-    since: float | None
-    lock_key: int
-    backend_pid: int | None
-
-    @property
-    def is_leader(self) -> bool: ...
-    @property
-    def listening(self) -> bool: ...
-    @property
-    def subscribed(self) -> bool: ...
-    def connection(self) -> Any: ...
-    def try_acquire(self) -> bool: ...
-    def ping(self) -> bool: ...
-    def listen(self, channel: str) -> bool: ...
-    def wait(self, timeout: float) -> set[str]: ...
-    def resign(self) -> None: ...
-
-
-class Outbox(Protocol):
-    """What the node needs of the dispatch bridge (:class:`awa_beat._bridge.Dispatcher`,
-    or a :class:`awa_beat._bridge.Bridge` driven from the loop itself)."""
-
-    def wake(self) -> None: ...
-    def lead(self, fence: Fence) -> None: ...
-    def stand_down(self) -> None: ...
-    def due(self) -> bool: ...
-    def next_wake(self) -> float: ...
-    def drain(self) -> int: ...
-    def purge(self) -> int: ...
-    def close(self) -> None: ...
-
-
-def encode_batches(specs: Sequence[ScheduleSpec], deployment: str) -> list[SyncBatch]:
-    """The configuration as sync statements of RESYNC_SLICE rows."""
-    return list(iter_batches(specs, deployment))
-
-
-def iter_batches(specs: Sequence[ScheduleSpec], deployment: str) -> Iterator[SyncBatch]:
-    """:func:`encode_batches`, one at a time."""
-    parts: dict[Any, Any] = {}  # rows' metadata and tags, shared (ScheduleSpec.row)
-    with collector_paused():
-        for i in range(0, len(specs), RESYNC_SLICE):
-            yield SyncBatch.encode([spec.row(deployment, parts)
-                                    for spec in specs[i:i + RESYNC_SLICE]], deployment)
-
-
-def config_digest(batches: Iterable[SyncBatch]) -> str:
-    """A hash of the configuration as the sync sends it, and of the sync statement
-    itself (a release that syncs differently syncs again)."""
-    digest = hashlib.sha256(queries["upsert_schedules"].encode())
-    for batch in batches:
-        digest.update(repr(batch.columns).encode())
-    return digest.hexdigest()
-
-
-def packed_configuration(specs: Sequence[ScheduleSpec], deployment: str
-                         ) -> tuple[list[PackedBatch], str]:
-    """The configuration packed for the resyncs, encoded a batch at a time (so never
-    held whole unpacked), and its :func:`config_digest`."""
-    packed: list[PackedBatch] = []
-
-    def packing() -> Iterator[SyncBatch]:
-        for batch in iter_batches(specs, deployment):
-            packed.append(PackedBatch.pack(batch))
-            yield batch
-
-    return packed, config_digest(packing())
+    store: NodeStore
+    leadership: LeadershipLike
+    engine: Engine
+    outbox: Outbox | None
 
 
 class BeatNode:
@@ -319,10 +181,14 @@ class BeatNode:
         self._opening = opening
         self._batches, self._digest = packed_configuration(specs, settings.deployment)
         self._celery_entries = [s.name for s in specs if s.dispatch == "celery"]
+        # What probes, metrics and status read. open() sets each as it comes up, so they
+        # see the store during a long start-up sync; close() clears the store and the
+        # outbox and keeps the engine and the leadership, whose last state stays readable.
         self.store: NodeStore | None = None
         self.leadership: LeadershipLike | None = None
         self.engine: Engine | None = None
         self.outbox: Outbox | None = None
+        self._running: _Running | None = None
         self.timers = Timers.new()
         self._resync: list[PackedBatch] = []
         self._elected_once = False
@@ -385,12 +251,11 @@ class BeatNode:
         settings = self.settings
         opening, self._opening = self._opening, None
         if opening is not None:
-            self.store, self.leadership = opening.result()
+            self.store, self.leadership = store, leadership = opening.result()
         else:
-            self.store, self.leadership = open_connections(
+            self.store, self.leadership = store, leadership = open_connections(
                 settings, self.database_url, self.identity, make_store=self._make_store,
                 make_leadership=self._make_leadership, analyze=True)
-        store = self.store
         if self._celery_entries or settings.dispatch == "celery":
             if store.awa_owned:
                 raise celery_dispatch_refused(
@@ -398,14 +263,16 @@ class BeatNode:
                     "to Awa workers (awa_beat_dispatch = 'awa')")
             if self._make_outbox is not None:
                 self.outbox = self._make_outbox(store)
-        self._sync_all()
-        self.engine = Engine(store, catch_up_limit=settings.catch_up_limit,
-                             clock=self.clock, on_fired=self._on_fired)
-        self.engine.stats.watched = frozenset(self.watched)
+        self._sync_all(store)
+        self.engine = engine = Engine(store, catch_up_limit=settings.catch_up_limit,
+                                      clock=self.clock, on_fired=self._on_fired)
+        engine.stats.watched = frozenset(self.watched)
+        self._running = _Running(store, leadership, engine, self.outbox)
 
     def close(self) -> None:
         """Close the outbox, resign, say goodbye in the heartbeat table, close the
         store; idempotent."""
+        self._running = None  # first, so that no step of the loop uses what closes below
         if self._opening is not None:  # closed before open() took the connections
             self._opening.cancel()
             self._opening = None
@@ -467,151 +334,146 @@ class BeatNode:
         return wait
 
     def _step(self, now: float | None) -> float:
-        if self.store is None:
+        run = self._running
+        if run is None:
             return MAX_RETRY_WAIT  # closed (a caller may tick once more on its way out)
-        assert self.leadership is not None and self.engine is not None
         if now is None:
             now = self._monotonic()
         if self._elected_once:
             # Not before the first election: its outcome is what `status` should show,
             # and the first fire should not wait for it.
-            self._heartbeat(now)
-        if not self.leadership.is_leader:
+            self._heartbeat(run, now)
+        if not run.leadership.is_leader:
             if self._leading:
-                self._lost()
-            standing_by = self._stand_by(now)
+                self._lost(run)
+            standing_by = self._stand_by(run, now)
             if standing_by is not None:
                 return standing_by
         if self.timers.ping.due(now):
             self.timers.ping.set(now, self.settings.ping_interval)
-            if not self.leadership.ping():
+            if not run.leadership.ping():
                 return 0.0
-        ahead = self.engine.stats.skipped["clock_ahead"]
+        engine = run.engine
+        ahead = engine.stats.skipped["clock_ahead"]
         try:
-            self._resync_slice(now)
-            self.engine.run_pass()
-            if self.engine.stats.skipped["clock_ahead"] > ahead:
+            self._resync_slice(run, now)
+            engine.run_pass()
+            if engine.stats.skipped["clock_ahead"] > ahead:
                 # The database refused fires dated past its clock: measure the skew at
                 # the next step, which stands down if it is beyond the tolerance.
                 self.timers.ping.expire()
             self.stats.last_pass_at = self._monotonic()
-            more = self._dispatch(now)
+            more = self._dispatch(run, now)
         except UnknownSchema:  # not an outage: running on makes no sense
             self.close()
             raise
         except StoreError as exc:
-            return self._store_failed(exc)
+            return self._store_failed(run, exc)
         if self._outage:
             event(logger, logging.INFO, "database.recovered", "beat: database reachable again")
             self._outage = False
         if more or self._resync:
             return 0.0
-        return self._idle()
+        return self._idle(run)
 
-    def _stand_by(self, now: float) -> float | None:
+    def _stand_by(self, run: _Running, now: float) -> float | None:
         """A standby's step: the seconds to sleep, or None when it just took over."""
-        assert self.leadership is not None and self.engine is not None
         election = self.timers.election
         if self._elected_once or not election.due(now):
             # Not before the first election: the view is loaded once, by the winner if
             # it wins. After it, every tick (a lone standby wakes when its election is
             # due), so that a takeover costs one refresh, not a load of every row.
-            self._warm_standby(now)
+            self._warm_standby(run, now)
         if not election.due(now):
-            return self._standby_wait(now)
+            return self._standby_wait(run, now)
         # Jitter, so that standbys started together do not try in lockstep.
         election.set(now, self.settings.election_interval * random.uniform(0.8, 1.2))
         self._elected_once = True
         try:
-            won = self.leadership.try_acquire()
+            won = run.leadership.try_acquire()
         except AwaBeatError:  # session locks do not hold here (PgBouncer pooling)
             self.close()
             raise
         if not won:
             return max(0.0, election.left(now))
-        self._took_over(now)
+        self._took_over(run, now)
         try:
-            self.engine.refresh()  # warm already (but at start): one cheap query
+            run.engine.refresh()  # warm already (but at start): one cheap query
         except StoreError as exc:
-            return self._store_failed(exc)
+            return self._store_failed(run, exc)
         return None
 
-    def _took_over(self, now: float) -> None:
+    def _took_over(self, run: _Running, now: float) -> None:
         self.timers.ping.set(now, self.settings.ping_interval)
         self.timers.sync.set(now, self.settings.sync_interval)
         self.timers.heartbeat.expire()  # tell `awa-beat status` of the new leader now
-        self._listen()  # before the refresh, so no change falls between the two
+        self._listen(run)  # before the refresh, so no change falls between the two
         self._leading = True
         self.stats.won += 1
-        if self.outbox is not None:
+        if run.outbox is not None:
             # Publish only under this lock (the last leader may have left jobs
             # unpublished: the outbox looks at once).
-            assert self.leadership is not None
-            self.outbox.lead(Fence(self.leadership.backend_pid or 0,
-                                   self.leadership.lock_key))
+            run.outbox.lead(Fence(run.leadership.backend_pid or 0, run.leadership.lock_key))
 
-    def _lost(self) -> None:
+    def _lost(self, run: _Running) -> None:
         """Leadership ended (a failed ping or wait): publish nothing more."""
         self._leading = False
         self.stats.lost += 1
-        if self.outbox is not None:
-            self.outbox.stand_down()
+        if run.outbox is not None:
+            run.outbox.stand_down()
 
-    def _resync_slice(self, now: float) -> None:
+    def _resync_slice(self, run: _Running, now: float) -> None:
         """Re-assert the configuration every sync interval, one slice per tick, so that a
         large schedule never holds up firing; the refresh picks up what changed."""
-        assert self.store is not None and self.engine is not None
         if self.timers.sync.due(now):
             self.timers.sync.set(now, self.settings.sync_interval)
             # Awa may have been migrated under a running beat: a table it no longer knows
             # stops the leader, as it would have stopped it at start-up.
-            self.store.check_layout()
+            run.store.check_layout()
             self._resync = list(self._batches)
         if self._resync:
-            synced = self.store.sync(self._resync.pop().unpack())
+            synced = run.store.sync(self._resync.pop().unpack())
             if synced.inserted or synced.updated:
-                self.engine.refresh_soon()  # our own writes notify no one
+                run.engine.refresh_soon()  # our own writes notify no one
 
-    def _idle(self) -> float:
+    def _idle(self, run: _Running) -> float:
         """Nothing to do right now: the seconds to sleep, or sleep here on the lock's
         session until a notification (then 0)."""
-        assert self.store is not None and self.engine is not None
-        assert self.leadership is not None
         # Measured after publishing, so time spent on the broker does not delay fires.
         now = self._monotonic()
         timers = self.timers
-        wait = min(self.engine.wait(), timers.ping.left(now), timers.sync.left(now),
+        wait = min(run.engine.wait(), timers.ping.left(now), timers.sync.left(now),
                    self.max_wait)
-        if not self.leadership.listening:
+        if not run.leadership.listening:
             return max(0.0, wait)  # the caller sleeps; the engine polls every second
         # Sleep on the lock's connection instead of in the caller's loop: a change to
         # the table or an inserted job wakes beat at once, so it polls nothing while idle.
         wait = min(wait, timers.heartbeat.left(now))
-        if self.outbox is not None:
-            wait = min(wait, timers.outbox_check.left(now), self.outbox.next_wake() - now)
+        if run.outbox is not None:
+            wait = min(wait, timers.outbox_check.left(now), run.outbox.next_wake() - now)
         # Our own writes are passed over: the engine holds what it fired, the outbox
         # knows its own jobs are pending, and a resync that changed rows said so above.
         self.stats.back_by = now + wait
         changed = {table for table, _, origin in
-                   (payload.partition(" ") for payload in self.leadership.wait(wait))
-                   if origin != self.store.origin}
+                   (payload.partition(" ") for payload in run.leadership.wait(wait))
+                   if origin != run.store.origin}
         if "cron_jobs" in changed:
-            self.engine.refresh_soon()
-        if "jobs" in changed and self.outbox is not None:
-            self.outbox.wake()
+            run.engine.refresh_soon()
+        if "jobs" in changed and run.outbox is not None:
+            run.outbox.wake()
         return 0.0
 
     # -- duties ----------------------------------------------------------------------------
 
-    def _sync_all(self) -> None:
+    def _sync_all(self, store: NodeStore) -> None:
         """The start-up sync, every slice before the first fire: a fire must not use a
         definition the configuration has changed. Skipped when the deployment's rows are
         stored as the last start-up sync of this same configuration left them (a
-        restart, a redeploy that changed no entry): nothing would be written."""
-        assert self.store is not None
-        store, deployment = self.store, self.settings.deployment
+        restart, a redeploy that changed no entry): nothing would be written. It runs
+        inside :meth:`open`, before the node runs, so it is handed the store."""
+        deployment = self.settings.deployment
         digest = self._digest if self._batches else None
-        if digest is not None and self._config_in_force(digest):
+        if digest is not None and self._config_in_force(store, digest):
             # The rows the deployment owns are then the configured ones, no more (no
             # orphan) and no fewer (none written at run time): nothing to warn of.
             event(logger, logging.INFO, "sync",
@@ -633,15 +495,14 @@ class BeatNode:
               result.rows, inserted, updated, unchanged,
               inserted=inserted, updated=updated, unchanged=unchanged, skipped=False)
         store.analyze_if_stale()  # before the first fire plans against the table
-        self._warn_orphans()
-        self._warn_conflicts()
+        self._warn_orphans(store)
+        self._warn_conflicts(store)
 
-    def _config_in_force(self, digest: str) -> bool:
+    def _config_in_force(self, store: NodeStore, digest: str) -> bool:
         """Whether the stored rows are this configuration's; a record that cannot be
         read (a role without rights on awa_beat.config_syncs) means a whole sync."""
-        assert self.store is not None
         try:
-            return self.store.config_in_force(self.settings.deployment, digest)
+            return store.config_in_force(self.settings.deployment, digest)
         except DatabaseUnavailable:
             raise
         except StoreError as exc:
@@ -661,119 +522,109 @@ class BeatNode:
         """How many entries the configuration has."""
         return sum(batch.size for batch in self._batches)
 
-    def _warn_orphans(self) -> None:
-        assert self.store is not None
+    def _warn_orphans(self, store: NodeStore) -> None:
         deployment = self.settings.deployment
-        for name in self.store.orphaned_names(deployment, list(self.configured_names())):
+        for name in store.orphaned_names(deployment, list(self.configured_names())):
             event(logger, logging.WARNING, "schedule.orphan",
                   "beat: schedule %r is stored (deployment %r) but no longer in "
                   "beat_schedule; it keeps firing until removed: `awa-beat remove %s`",
                   name, deployment, name, schedule=name, deployment=deployment)
 
-    def _warn_conflicts(self) -> None:
+    def _warn_conflicts(self, store: NodeStore) -> None:
         """Entries of beat_schedule whose row was written at run time (the Python API,
         `awa-beat add`, or a forced take-over): the sync left those rows alone, and the
         runtime definition stays in force until the row is removed."""
-        assert self.store is not None
         names = list(self.configured_names())
         if not names:
             return
-        for name in self.store.runtime_owned_names(names):
+        for name in store.runtime_owned_names(names):
             event(logger, logging.WARNING, "schedule.conflict",
                   "beat: schedule %r is in beat_schedule but was written at run time; "
                   "beat leaves the stored row as it is: drop the entry, or `awa-beat "
                   "remove %s` to have the next sync store beat_schedule's definition",
                   name, name, schedule=name, deployment=self.settings.deployment)
 
-    def _listen(self) -> None:
+    def _listen(self, run: _Running) -> None:
         """As a new leader, wake on notifications rather than poll, where the schema
         sends them and the clock is real."""
-        assert self.store is not None and self.leadership is not None
-        assert self.engine is not None
-        channel = self.store.change_channel
+        channel = run.store.change_channel
         notified = (self._may_block and channel is not None
-                    and self.leadership.listen(channel))
-        self.engine.set_refresh_interval(NOTIFIED_REFRESH_INTERVAL if notified
+                    and run.leadership.listen(channel))
+        run.engine.set_refresh_interval(NOTIFIED_REFRESH_INTERVAL if notified
                                          else POLL_REFRESH_INTERVAL)
 
-    def _warm_standby(self, now: float) -> None:
+    def _warm_standby(self, run: _Running, now: float) -> None:
         """Keep a standby's view of the table current, so that taking over costs one
         refresh, not a full load of every row, and so that the view of every replica
         follows a change at once: LISTEN on the lock's session where the schema
         notifies (a refresh follows each change, in :meth:`_standby_wait`), with a
         refresh every STANDBY_REFRESH_INTERVAL as the backstop for a notification lost
         with its connection, and the only means where Awa owns the tables."""
-        assert self.engine is not None and self.store is not None
-        assert self.leadership is not None
-        channel = self.store.change_channel
-        if (self._may_block and channel is not None and not self.leadership.subscribed
-                and self.leadership.listen(channel)):
+        channel = run.store.change_channel
+        if (self._may_block and channel is not None and not run.leadership.subscribed
+                and run.leadership.listen(channel)):
             # A change may have committed between the last refresh and the LISTEN.
             self.timers.standby_refresh.expire()
         if not self.timers.standby_refresh.due(now):
             return
-        self._standby_refresh(now)
+        self._standby_refresh(run, now)
 
-    def _standby_wait(self, now: float) -> float:
+    def _standby_wait(self, run: _Running, now: float) -> float:
         """Until the next election: the seconds to sleep, or sleep here on the lock's
         session (then 0) and refresh the view on a change to the table, so that it
         never lags the leader's by more than a notification's delivery."""
-        assert self.store is not None and self.leadership is not None
-        assert self.engine is not None
         timers = self.timers
-        if not self.leadership.subscribed:
+        if not run.leadership.subscribed:
             return min(timers.election.left(now), self.max_wait)
         wait = min(timers.election.left(now), timers.standby_refresh.left(now), self.max_wait)
         if self._elected_once:  # no heartbeat is written before the first election
             wait = min(wait, timers.heartbeat.left(now))
         # Our own writes are passed over (a standby writes only its heartbeat); the
         # leader's fires notify too, and the refresh picks up their cursors.
-        payloads = self.leadership.wait(max(0.0, wait))
-        if any(table == "cron_jobs" and origin != self.store.origin
+        payloads = run.leadership.wait(max(0.0, wait))
+        if any(table == "cron_jobs" and origin != run.store.origin
                for table, _, origin in (p.partition(" ") for p in payloads)):
-            self._standby_refresh(self._monotonic())
+            self._standby_refresh(run, self._monotonic())
         return 0.0
 
-    def _standby_refresh(self, now: float) -> None:
+    def _standby_refresh(self, run: _Running, now: float) -> None:
         """Refresh a standby's view, next in STANDBY_REFRESH_INTERVAL; if the database
         fails it, again in MAX_RETRY_WAIT, since the change a notification announced is
         still to be seen (the election reports the database's trouble)."""
-        assert self.engine is not None
         self.timers.standby_refresh.set(now, STANDBY_REFRESH_INTERVAL)
         try:
-            self.engine.refresh()
+            run.engine.refresh()
         except StoreError:
             self.timers.standby_refresh.set(self._monotonic(), MAX_RETRY_WAIT)
 
-    def _heartbeat(self, now: float) -> None:
+    def _heartbeat(self, run: _Running, now: float) -> None:
         """Tell `awa-beat status` who runs, every HEARTBEAT_INTERVAL; never fatal."""
-        if not self.timers.heartbeat.due(now) or self.store is None:
+        if not self.timers.heartbeat.due(now):
             return
         self.timers.heartbeat.set(now, HEARTBEAT_INTERVAL)
         status = self.status()
         host, _, pid = self.identity.rpartition(":")
         # Never fatal: the tick's real work reports database trouble.
         with contextlib.suppress(StoreError):
-            self.store.heartbeat(
+            run.store.heartbeat(
                 identity=self.identity, host=host, pid=int(pid),
                 deployment=self.settings.deployment, lock_key=self.settings.lock_key,
                 role=status.role, started_at=self._started_at,
-                leader_since=status.leader_since, publishes=self.outbox is not None,
+                leader_since=status.leader_since, publishes=run.outbox is not None,
                 last_lag_ms=None if status.last_lag is None else status.last_lag * 1000,
                 clock_skew_ms=None if self.clock_skew is None else self.clock_skew * 1000)
-        purge = getattr(self.store, "purge_outcomes", None)
+        purge = getattr(run.store, "purge_outcomes", None)
         if status.role == "leader" and purge is not None and now >= self._outcome_purge_at:
             self._outcome_purge_at = now + OUTCOME_PURGE_INTERVAL
             with contextlib.suppress(StoreError):
                 purge(timedelta(days=self.settings.outcome_retention))
 
-    def _store_failed(self, exc: StoreError) -> float:
+    def _store_failed(self, run: _Running, exc: StoreError) -> float:
         if not self._outage:
             event(logger, logging.ERROR, "database.outage",
                   "beat: database error, retrying: %s", exc, error=str(exc))
             self._outage = True
-        assert self.leadership is not None
-        self.leadership.ping()
+        run.leadership.ping()
         return min(self.settings.election_interval, MAX_RETRY_WAIT)
 
     def _on_fired(self, result: FireResult) -> None:
@@ -796,17 +647,16 @@ class BeatNode:
         if self.outbox is not None:
             self.outbox.wake()
 
-    def _dispatch(self, now: float) -> bool:
+    def _dispatch(self, run: _Running, now: float) -> bool:
         """Publish what the outbox has pending; True when more is waiting right now."""
-        outbox = self.outbox
+        outbox = run.outbox
         if outbox is None:
             return False
         if self.timers.outbox_check.due(now):
             # Jobs fired by another process (a manual trigger, another deployment's
             # leader) are found this way; our own fires wake the outbox at once.
-            assert self.leadership is not None
             self.timers.outbox_check.set(now, NOTIFIED_OUTBOX_CHECK_INTERVAL
-                                         if self.leadership.listening
+                                         if run.leadership.listening
                                          else OUTBOX_CHECK_INTERVAL)
             outbox.wake()
         if outbox.due():

@@ -26,7 +26,7 @@ from .._db.store import Store
 from ..errors import SchemaError
 
 if TYPE_CHECKING:
-    from .node import LeadershipLike, NodeStore
+    from .protocols import LeadershipLike, NodeStore
 
 #: Seconds :meth:`Opening.cancel` waits for the thread before leaving it to close what
 #: it opened by itself (a signal stops the start-up while the thread waits on the server).

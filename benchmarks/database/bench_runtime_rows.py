@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import common
 
 from awa_beat import Schedules
-from awa_beat._beat.node import encode_batches
+from awa_beat._beat.configuration import encode_batches
 from awa_beat._config import Settings
 from awa_beat._db.store import Store
 from awa_beat._schedules.spec import specs_from_beat_schedule

@@ -128,7 +128,7 @@ def prepare(app: Celery, cfg: dict[str, Any]) -> None:
 
 
 def _prepare_awa(app: Celery, cfg: dict[str, Any]) -> None:
-    from awa_beat._beat.node import config_digest, encode_batches
+    from awa_beat._beat.configuration import config_digest, encode_batches
     from awa_beat._db.store import Store, connect
     from awa_beat._schedules.spec import specs_from_beat_schedule
 

@@ -136,7 +136,7 @@ def test_orphans_are_reported_not_deleted(db_url: str, caplog) -> None:
 
 
 def test_the_leader_reasserts_the_configuration_in_slices(db_url: str, conn, monkeypatch) -> None:
-    import awa_beat._beat.node as cs
+    import awa_beat._beat.configuration as cs
 
     monkeypatch.setattr(cs, "RESYNC_SLICE", 2)
     schedule = {f"t{i}": {"task": "t", "schedule": 3600} for i in range(5)}

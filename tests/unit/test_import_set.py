@@ -32,6 +32,10 @@ AWA_BEAT_MODULES = {
     "awa_beat.errors",
     "awa_beat._beat",
     "awa_beat._beat.node",
+    # Parts of node.py moved into modules of their own (the configuration's encoding, the
+    # deadlines): the node needs both when it is built, so they load with it.
+    "awa_beat._beat.configuration",
+    "awa_beat._beat.timers",
     "awa_beat._beat.opening",
     "awa_beat._bridge",
     "awa_beat._bridge.amqp",

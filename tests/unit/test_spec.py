@@ -271,7 +271,7 @@ def test_entries_of_one_shape_convert_as_each_would_alone() -> None:
 
 
 def test_rows_sharing_their_parts_encode_as_rows_built_alone() -> None:
-    from awa_beat._beat.node import encode_batches
+    from awa_beat._beat.configuration import encode_batches
     from awa_beat._db.store import SyncBatch
 
     tab = crontab(minute=5)
@@ -291,28 +291,28 @@ def test_rows_sharing_their_parts_encode_as_rows_built_alone() -> None:
 
 
 def test_a_configuration_is_held_packed_and_unpacks_to_what_it_encoded() -> None:
-    from awa_beat._beat import node
+    from awa_beat._beat import configuration
     from awa_beat._db.store import _Same
 
     tab = crontab(minute=5)
     entries = {f"e{i:03d}": {"task": "t", "schedule": tab, "args": [i]} for i in range(5)}
     entries["odd"] = {"task": "u", "schedule": 60, "options": {"queue": "q"}}
     specs = specs_from_beat_schedule(entries)
-    encoded = node.encode_batches(specs, "proj")
-    packed, digest = node.packed_configuration(specs, "proj")
+    encoded = configuration.encode_batches(specs, "proj")
+    packed, digest = configuration.packed_configuration(specs, "proj")
     assert [p.unpack() for p in packed] == encoded
-    assert digest == node.config_digest(encoded)
+    assert digest == configuration.config_digest(encoded)
     # A column of one value stays one value; a column of several stays a list.
     [batch] = encoded
     assert isinstance(batch.columns["queues"], _Same)
     assert batch.columns["kinds"] == ["t"] * 5 + ["u"]
-    assert node.config_digest(node.encode_batches(specs[:-1], "proj")) != digest
+    assert configuration.config_digest(configuration.encode_batches(specs[:-1], "proj")) != digest
     # Equal values from entries converted apart (other schedule objects) are one value.
     apart = specs_from_beat_schedule({f"a{i}": {"task": "t", "schedule": crontab(minute=5)}
                                       for i in range(3)})
-    [batch] = node.encode_batches(apart, "proj")
+    [batch] = configuration.encode_batches(apart, "proj")
     assert isinstance(batch.columns["cron_exprs"], _Same)
-    assert node.config_digest(node.encode_batches(specs, "other")) != digest
+    assert configuration.config_digest(configuration.encode_batches(specs, "other")) != digest
 
 
 def test_bad_default_timezone_is_reported() -> None:
