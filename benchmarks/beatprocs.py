@@ -17,7 +17,7 @@ from pathlib import Path
 import psycopg
 from common import pct, summary  # noqa: F401 - the scripts take them from here
 
-from awa_beat._testing import terminate, wait_for  # noqa: F401 - the scripts take it from here
+from awa_beat._testing import terminate, wait_for
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -59,6 +59,24 @@ class Beats:
         self.procs.append(proc)
         return proc
 
+    def start_leader(self, timeout: float = 300.0, interval: float = 0.2
+                     ) -> subprocess.Popen[bytes]:
+        """Start a beat process and wait until it leads. The script exits with the beat's
+        log when the process dies first."""
+        proc = self.start()
+
+        def leading() -> bool:
+            if proc.poll() is not None:
+                sys.exit(f"beat exited with {proc.returncode}\n{self.tail()}")
+            with psycopg.connect(self.env["AWA_BEAT_DATABASE_URL"], autocommit=True) as c:
+                row = c.execute("SELECT count(*) FROM awa_beat.beats"
+                                " WHERE role = 'leader' AND identity LIKE %s",
+                                (f"%:{proc.pid}",)).fetchone()
+            return bool(row and row[0])
+
+        wait_for(leading, timeout, "a leader", interval=interval)
+        return proc
+
     def alive(self) -> list[subprocess.Popen[bytes]]:
         return [p for p in self.procs if p.poll() is None]
 
@@ -68,8 +86,6 @@ class Beats:
 
     def stop_all(self) -> None:
         terminate(self.procs, 15)
-
-
 
 
 def leader_pid(conn: psycopg.Connection) -> int | None:

@@ -25,6 +25,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -65,6 +66,20 @@ def databases(prefix: str = "awabeat_bench") -> Iterator[TempDatabases]:
             yield dbs
         finally:
             dbs.close()
+
+
+@contextmanager
+def log_folder(keep: str | None, prefix: str = "awabeat-") -> Iterator[Path]:
+    """Yield the folder where the beat processes of a run write their logs. With ``keep``
+    (a script's ``--logs DIR``), the folder is created if need be and kept; otherwise it
+    is a temporary folder that is removed on exit."""
+    if keep:
+        folder = Path(keep)
+        folder.mkdir(parents=True, exist_ok=True)
+        yield folder
+        return
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        yield Path(tmp)
 
 
 # -- timing -----------------------------------------------------------------------------

@@ -35,7 +35,6 @@ import os
 import random
 import signal
 import sys
-import tempfile
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -131,10 +130,8 @@ def main() -> None:
     interval = args.election_interval or 1.0
 
     results = []
-    with (tempfile.TemporaryDirectory(prefix="awabeat-fo-") as tmp,
+    with (common.log_folder(args.logs, "awabeat-fo-") as logs,
           common.databases(f"awabeat_fo{os.getpid()}") as dbs):
-        logs = Path(args.logs or tmp)
-        logs.mkdir(parents=True, exist_ok=True)
         beats: Beats | None = None
         try:
             url = dbs.fresh(args.layout)

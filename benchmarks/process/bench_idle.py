@@ -20,16 +20,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import common
-from beatprocs import Beats, cpu_seconds, wait_for
+from beatprocs import Beats, cpu_seconds
 
-from awa_beat._db.store import connect
 from awa_beat._testing import TempDatabases
 
 
@@ -47,16 +45,7 @@ def measure(dbs: TempDatabases, layout: str, args: argparse.Namespace, logs: Pat
     url = dbs.fresh(layout)
     beats = Beats(url, logs, {"LAGAPP_SCHEDULE": "", "LAGAPP_BACKGROUND": str(args.background)})
     try:
-        proc = beats.start()
-
-        def leading() -> bool:
-            if proc.poll() is not None:
-                sys.exit(f"beat exited with {proc.returncode}\n{beats.tail()}")
-            with connect(url) as c:
-                return bool(c.execute("SELECT count(*) FROM awa_beat.beats"
-                                      " WHERE role = 'leader'").fetchone()[0])
-
-        wait_for(leading, 120, "a leader", interval=0.1)
+        proc = beats.start_leader(timeout=120, interval=0.1)
         time.sleep(args.settle)
         t0, cpu0, wake0 = time.monotonic(), cpu_seconds(proc.pid), wakeups(proc.pid)
         time.sleep(args.seconds)
@@ -80,11 +69,8 @@ def main() -> None:
     parser.add_argument("--logs", help="keep the beat logs in this folder (default: discarded)")
     args = parser.parse_args()
 
-    with (tempfile.TemporaryDirectory(prefix="awabeat-idle-") as tmp,
-
+    with (common.log_folder(args.logs, "awabeat-idle-") as logs,
           common.databases(f"awabeat_idle{os.getpid()}") as dbs):
-        logs = Path(args.logs or tmp)
-        logs.mkdir(parents=True, exist_ok=True)
         print(f"idle leader, {args.background:,} schedules stored, {args.seconds:.0f} s "
               "measured per layout")
         print(f"{'layout':<12} {'refresh':<22} {'CPU s/min':>10} {'wake-ups/min':>13}")

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
@@ -57,11 +56,8 @@ def main() -> None:
     args = parser.parse_args()
     periods = {int(p.split(":")[0]): int(p.split(":")[1]) for p in args.schedule.split(",")}
 
-    with (tempfile.TemporaryDirectory(prefix="awabeat-lag-") as tmp,
-
+    with (common.log_folder(args.logs, "awabeat-lag-") as logs,
           common.databases(f"awabeat_lag{os.getpid()}") as dbs):
-        logs = Path(args.logs or tmp)
-        logs.mkdir(parents=True, exist_ok=True)
         beats: Beats | None = None
         try:
             url = dbs.fresh(args.layout)

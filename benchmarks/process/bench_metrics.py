@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -39,10 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "chaos"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import common
-from beatprocs import Beats, cpu_seconds, pct, wait_for
+from beatprocs import Beats, cpu_seconds, pct
 from chaosinfra import free_port
-
-from awa_beat._db.store import connect
 
 LIMIT_MS = 50.0
 
@@ -53,21 +50,6 @@ def scrape(url: str) -> tuple[float, int]:
     with urllib.request.urlopen(url, timeout=10) as response:
         body = response.read()
     return (time.perf_counter() - t0) * 1000, len(body)
-
-
-def start_leader(beats: Beats, url: str) -> int:
-    proc = beats.start()
-
-    def leading() -> bool:
-        if proc.poll() is not None:
-            sys.exit(f"beat exited with {proc.returncode}\n{beats.tail()}")
-        with connect(url) as c:
-            return bool(c.execute("SELECT count(*) FROM awa_beat.beats"
-                                  " WHERE role = 'leader' AND identity LIKE %s",
-                                  (f"%:{proc.pid}",)).fetchone()[0])
-
-    wait_for(leading, 300, "a leader", interval=0.2)
-    return proc.pid
 
 
 def idle_cpu(pid: int, seconds: float, metrics: str | None = None,
@@ -100,18 +82,15 @@ def main() -> None:
     parser.add_argument("--logs", help="keep the beat logs in this folder")
     args = parser.parse_args()
 
-    with (tempfile.TemporaryDirectory(prefix="awabeat-metrics-") as tmp,
-
+    with (common.log_folder(args.logs, "awabeat-metrics-") as logs,
           common.databases(f"awabeat_metrics{os.getpid()}") as dbs):
-        logs = Path(args.logs or tmp)
-        logs.mkdir(parents=True, exist_ok=True)
         idle_url = dbs.fresh("standalone")
         idle_env = {"LAGAPP_SCHEDULE": "", "LAGAPP_BACKGROUND": str(args.idle_schedules)}
         print(f"idle leader, {args.idle_schedules:,} schedules stored, "
               f"{args.seconds:.0f} s per CPU measurement", flush=True)
         off = Beats(idle_url, logs, idle_env)
         try:
-            pid = start_leader(off, idle_url)
+            pid = off.start_leader().pid
             time.sleep(args.settle)
             cpu_off = idle_cpu(pid, args.seconds)
         finally:
@@ -121,7 +100,7 @@ def main() -> None:
         on = Beats(idle_url, logs, {**idle_env, "AWA_BEAT_HTTP_PORT": str(port)})
         metrics = f"http://127.0.0.1:{port}/metrics"
         try:
-            pid = start_leader(on, idle_url)
+            pid = on.start_leader().pid
             time.sleep(args.settle)
             cpu_on = idle_cpu(pid, args.seconds)
             print(f"  endpoint on, not scraped:     {cpu_on:.4f} CPU s/min", flush=True)
@@ -137,7 +116,7 @@ def main() -> None:
         print(f"idle leader, {args.schedules:,} schedules stored", flush=True)
         big = Beats(url, logs, env)
         try:
-            pid = start_leader(big, url)
+            pid = big.start_leader().pid
             time.sleep(args.settle)
             times, size = [], 0
             for _ in range(args.scrapes):
