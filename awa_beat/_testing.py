@@ -26,6 +26,8 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ._config import DEFAULT_CLOCK_TOLERANCE
+from ._db.batches import SyncBatch
+from ._db.database import Database
 from ._db.records import (
     RETIRED_BY,
     Contact,
@@ -40,7 +42,6 @@ from ._db.records import (
     columns_of,
 )
 from ._db.sql import queries
-from ._db.store import Store, SyncBatch
 from ._schedules.markers import max_runs
 from .errors import DatabaseUnavailable, SchemaError, WaitTimeout
 
@@ -226,7 +227,7 @@ class TempDatabases:
             url = self.url(name)
             if layout == "awa":
                 awa_migrate(url)
-            with Store(url) as store:
+            with Database(url) as store:
                 store.migrate()
             self._templates[layout] = name
         return self._templates[layout]
@@ -312,9 +313,13 @@ class MemoryStore:
         self.clock_tolerance = DEFAULT_CLOCK_TOLERANCE
         """Seconds past :attr:`clock` (the database's) a fire may be dated."""
         self.backlogs: list[OutboxBacklog] = []
-        """What :meth:`outbox_backlogs` answers."""
+        """What the outbox part's ``backlogs`` answers."""
         self.configs: dict[str, tuple[str, int, int]] = {}
         """``awa_beat.config_syncs``: per deployment, its digest, row count, fingerprint."""
+        # The parts, as a database has them; each works on this store's state.
+        self.schedules = _MemorySchedules(self)
+        self.cluster = _MemoryCluster(self)
+        self.outbox = _MemoryOutbox(self)
 
     def _call(self, what: str) -> None:
         self.calls.append(what)
@@ -351,9 +356,6 @@ class MemoryStore:
         self._call("migrate")
         self.migrated = True
 
-    def analyze_if_stale(self, conn: Any = None) -> bool:
-        return False
-
     # -- schedules ---------------------------------------------------------------------
 
     def add(self, name: str, cron_expr: str, *, last_enqueued_at: datetime | None = None,
@@ -368,56 +370,6 @@ class MemoryStore:
         """Change a row as another writer would (bumps ``updated_at``)."""
         self.rows[name] = dataclasses.replace(self.rows[name], **changes,
                                               updated_at=self.clock())
-
-    def sync(self, rows: SyncBatch) -> SyncResult:
-        self._call("sync")
-        p = rows.params
-        now = self.clock()
-        inserted = updated = 0
-        fingerprint = 0
-        for name, expr, zone, policy in zip(p["names"], p["cron_exprs"], p["timezones"],
-                                            p["policies"], strict=True):
-            fingerprint += _definition_hash(name, expr, zone, policy)
-            old = self.rows.get(name)
-            if name in self.runtime:
-                continue
-            if old is None:
-                self.rows[name] = CronState(name, expr, zone, policy,
-                                            now.replace(microsecond=0), now, now, None)
-                inserted += 1
-            elif (old.cron_expr, old.timezone, old.missed_fire_policy) != (expr, zone, policy):
-                self.rows[name] = dataclasses.replace(old, cron_expr=expr, timezone=zone,
-                                                      missed_fire_policy=policy,
-                                                      updated_at=now)
-                updated += 1
-            self.owners[name] = p["deployment"]
-        return SyncResult(inserted, updated, rows.size - inserted - updated, fingerprint)
-
-    def sync_all(self, batches: Sequence[SyncBatch]) -> SyncResult:
-        results = [self.sync(batch) for batch in batches]
-        return SyncResult.total(results)
-
-    def config_in_force(self, deployment: str, digest: str) -> bool:
-        self._call("config_in_force")
-        owned = [row for name, row in self.rows.items()
-                 if self.owners.get(name) == deployment and name not in self.runtime]
-        now = (digest, len(owned), sum(_definition_hash(r.name, r.cron_expr, r.timezone,
-                                                        r.missed_fire_policy) for r in owned))
-        return self.configs.get(deployment) == now
-
-    def record_config(self, deployment: str, digest: str, synced: SyncResult) -> None:
-        self._call("record_config")
-        self.configs[deployment] = (digest, synced.rows, synced.fingerprint)
-
-    def orphaned_names(self, deployment: str, configured: Sequence[str]) -> list[str]:
-        self._call("orphaned_names")
-        keep = set(configured)
-        return sorted(n for n, d in self.owners.items()
-                      if d == deployment and n in self.rows and n not in keep)
-
-    def runtime_owned_names(self, names: Sequence[str]) -> list[str]:
-        self._call("runtime_owned_names")
-        return sorted(n for n in names if n in self.runtime)
 
     def _state(self) -> TableState:
         return TableState(len(self.rows), sum(hash(n) for n in self.rows), self.clock())
@@ -487,26 +439,101 @@ class MemoryStore:
 
     # -- bookkeeping -------------------------------------------------------------------
 
-    def heartbeat(self, **beat: Any) -> None:
-        self._call("heartbeat")
-        self.heartbeats[beat["identity"]] = beat
-
-    def beat_gone(self, identity: str) -> None:
-        self._call("beat_gone")
-        self.heartbeats.pop(identity, None)
-
-    def beats(self) -> list[dict[str, Any]]:
-        """The heartbeats, as :meth:`awa_beat._db.store.Store.beats` lists them (all recent)."""
-        self._call("beats")
-        return list(self.heartbeats.values())
-
-    def outbox_backlogs(self) -> list[OutboxBacklog]:
-        self._call("outbox_backlogs")
-        return list(self.backlogs)
-
     def fired(self, name: str) -> list[str]:
         """The fire times of ``name``'s jobs, in order."""
         return [j.fire_time for j in self.jobs if j.name == name]
+
+
+class _MemorySchedules:
+    """:class:`MemoryStore`'s schedule part: the configuration's sync."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+
+    def analyze_if_stale(self, conn: Any = None) -> bool:
+        return False
+
+    def sync(self, rows: SyncBatch) -> SyncResult:
+        self.store._call("sync")
+        p = rows.params
+        now = self.store.clock()
+        inserted = updated = 0
+        fingerprint = 0
+        for name, expr, zone, policy in zip(p["names"], p["cron_exprs"], p["timezones"],
+                                            p["policies"], strict=True):
+            fingerprint += _definition_hash(name, expr, zone, policy)
+            old = self.store.rows.get(name)
+            if name in self.store.runtime:
+                continue
+            if old is None:
+                self.store.rows[name] = CronState(name, expr, zone, policy,
+                                                  now.replace(microsecond=0), now, now, None)
+                inserted += 1
+            elif (old.cron_expr, old.timezone, old.missed_fire_policy) != (expr, zone, policy):
+                self.store.rows[name] = dataclasses.replace(
+                    old, cron_expr=expr, timezone=zone, missed_fire_policy=policy,
+                    updated_at=now)
+                updated += 1
+            self.store.owners[name] = p["deployment"]
+        return SyncResult(inserted, updated, rows.size - inserted - updated, fingerprint)
+
+    def sync_all(self, batches: Sequence[SyncBatch]) -> SyncResult:
+        results = [self.sync(batch) for batch in batches]
+        return SyncResult.total(results)
+
+    def config_in_force(self, deployment: str, digest: str) -> bool:
+        self.store._call("config_in_force")
+        owned = [row for name, row in self.store.rows.items()
+                 if self.store.owners.get(name) == deployment and name not in self.store.runtime]
+        now = (digest, len(owned), sum(_definition_hash(r.name, r.cron_expr, r.timezone,
+                                                        r.missed_fire_policy) for r in owned))
+        return self.store.configs.get(deployment) == now
+
+    def record_config(self, deployment: str, digest: str, synced: SyncResult) -> None:
+        self.store._call("record_config")
+        self.store.configs[deployment] = (digest, synced.rows, synced.fingerprint)
+
+    def orphaned_names(self, deployment: str, configured: Sequence[str]) -> list[str]:
+        self.store._call("orphaned_names")
+        keep = set(configured)
+        return sorted(n for n, d in self.store.owners.items()
+                      if d == deployment and n in self.store.rows and n not in keep)
+
+    def runtime_owned_names(self, names: Sequence[str]) -> list[str]:
+        self.store._call("runtime_owned_names")
+        return sorted(n for n in names if n in self.store.runtime)
+
+
+class _MemoryCluster:
+    """:class:`MemoryStore`'s heartbeats."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+
+    def heartbeat(self, **beat: Any) -> None:
+        self.store._call("heartbeat")
+        self.store.heartbeats[beat["identity"]] = beat
+
+    def beat_gone(self, identity: str) -> None:
+        self.store._call("beat_gone")
+        self.store.heartbeats.pop(identity, None)
+
+    def beats(self) -> list[dict[str, Any]]:
+        """The heartbeats, as :meth:`~awa_beat._db.cluster.ClusterStore.beats` lists
+        them (all recent)."""
+        self.store._call("beats")
+        return list(self.store.heartbeats.values())
+
+
+class _MemoryOutbox:
+    """:class:`MemoryStore`'s Celery outbox, of which the node reads the backlog."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+
+    def backlogs(self) -> list[OutboxBacklog]:
+        self.store._call("outbox_backlogs")
+        return list(self.store.backlogs)
 
 
 class MemoryLock:

@@ -222,7 +222,7 @@ class Writer:
             return True
         try:
             store = self._opened()
-            return bool(store.claim_outcome(
+            return bool(store.outcomes.claim(
                 task_id=report.task_id, schedule=report.schedule, fire_time=report.fire_time,
                 job_id=report.job_id, retries=report.retries, started_at=report.started_at,
                 worker=report.worker))
@@ -265,7 +265,7 @@ class Writer:
         while len(self.buffer):
             batch = merge(self.buffer.take(BATCH))
             try:
-                self._opened().record_outcomes(outcome_params(batch))
+                self._opened().outcomes.record(outcome_params(batch))
             except AwaBeatError as exc:
                 self.buffer.put_back(batch)
                 self._lost_database(exc)
@@ -307,7 +307,7 @@ class Writer:
             return
         self._next_purge = now + PURGE_INTERVAL
         try:
-            self._opened().purge_outcomes(self.retention)
+            self._opened().outcomes.purge(self.retention)
         except AwaBeatError as exc:
             logger.info("awa-beat: purging old outcomes failed: %s", exc)
 
@@ -507,13 +507,13 @@ def install(app: Any, settings: Settings | None = None,
 
 
 def _store_factory(settings: Settings) -> Callable[[], Any]:
+    from ._db.database import Database
     from ._db.embedded import resolve_database_url
-    from ._db.store import Store
 
     url = resolve_database_url(settings.database_url, create_embedded=False)
 
     def connect() -> Any:
-        return Store(url, min_size=1, max_size=2, timeout=CLAIM_TIMEOUT,
+        return Database(url, min_size=1, max_size=2, timeout=CLAIM_TIMEOUT,
                      origin="outcomes").open(timeout=CLAIM_TIMEOUT)
 
     return connect

@@ -15,7 +15,8 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from awa_beat._db.store import Store, connect
+from awa_beat._db.database import connect
+from awa_beat._db.store import Store
 from awa_beat._testing import FAKE_CLOCK_TOLERANCE, TempDatabases, server_url
 
 LAYOUTS = ("standalone", "awa")
@@ -63,7 +64,7 @@ def report_url(db_url: str) -> str:
     """The test database with one schedule, ``report`` (weekdays at 09:00 in Paris),
     registered by deployment ``proj``."""
     with Store(db_url) as store:
-        store.sync([{
+        store.schedules.sync([{
             "name": "report", "cron_expr": "0 9 * * 1-5", "timezone": "Europe/Paris",
             "kind": "t.report", "queue": "default", "args": {"args": [], "kwargs": {}},
             "priority": 2, "max_attempts": 25, "tags": [], "metadata": {},

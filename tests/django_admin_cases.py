@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from awa_beat._db.store import Store, connect
+from awa_beat._db.database import connect
+from awa_beat._db.store import Store
 from awa_beat._testing import TempDatabases
 
 pytestmark = pytest.mark.integration
@@ -33,8 +34,8 @@ def row(name: str, cron_expr: str) -> dict[str, Any]:
 def project(databases: TempDatabases) -> Iterator[str]:
     url = databases.fresh("standalone")
     with Store(url) as store:
-        store.sync([row("nightly", "0 2 * * *"), row("ticker", "*/10 * * * * *")],
-                   deployment="proj")
+        store.schedules.sync([row("nightly", "0 2 * * *"), row("ticker", "*/10 * * * * *")],
+                             deployment="proj")
     os.environ["AWA_BEAT_DJANGO_TEST_URL"] = url
     os.environ["DJANGO_SETTINGS_MODULE"] = "tests.django_settings"
     django.setup()

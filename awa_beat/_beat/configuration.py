@@ -13,8 +13,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from .._bulk import collector_paused
+from .._db.batches import PackedBatch, SyncBatch
 from .._db.sql import queries
-from .._db.store import PackedBatch, SyncBatch
 from .._schedules.spec import ScheduleSpec
 
 #: Rows per statement when beat syncs its configuration (at start, then every sync

@@ -214,9 +214,9 @@ class BeatCollector(Collector):
         if store is None:
             raise StoreError("the node is closed")
         key = node.settings.lock_key
-        standbys = len([b for b in store.beats()
+        standbys = len([b for b in store.cluster.beats()
                         if b["role"] == "standby" and b["lock_key"] == key])
-        backlogs = store.outbox_backlogs()
+        backlogs = store.outbox.backlogs()
         own = node.settings.deployment
         if node.outbox is not None and all(b.deployment != own for b in backlogs):
             backlogs.insert(0, OutboxBacklog(own, 0, None))

@@ -46,7 +46,7 @@ from .timers import Timers
 
 if TYPE_CHECKING:
     # Only the annotations name them, so the beat's start does not load the module.
-    from .._db.store import PackedBatch
+    from .._db.batches import PackedBatch
     from .protocols import LeadershipLike, NodeStore, Outbox
 
 # The logger keeps the name it had before the modules moved into layer packages, so
@@ -165,7 +165,7 @@ class BeatNode:
         time, so :meth:`tick` never sleeps on a notification in real time. ``opening``,
         started by the caller for this database (see :mod:`awa_beat._beat.opening`), gives
         the first attempt of :meth:`open` its connections."""
-        from .._db.store import process_identity
+        from .._db.database import process_identity
 
         self.settings = settings
         self.database_url = database_url
@@ -285,7 +285,7 @@ class BeatNode:
             self.leadership.resign()  # then at once: a standby may take over
         if self.store is not None and self.leadership is not None:
             with contextlib.suppress(AwaBeatError):
-                self.store.beat_gone(self.leadership.identity)
+                self.store.cluster.beat_gone(self.leadership.identity)
         if self.store is not None:
             self.store.close()
             self.store = None
@@ -432,7 +432,7 @@ class BeatNode:
             run.store.check_layout()
             self._resync = list(self._batches)
         if self._resync:
-            synced = run.store.sync(self._resync.pop().unpack())
+            synced = run.store.schedules.sync(self._resync.pop().unpack())
             if synced.inserted or synced.updated:
                 run.engine.refresh_soon()  # our own writes notify no one
 
@@ -481,10 +481,10 @@ class BeatNode:
                   "configured; nothing to sync", self.configured,
                   inserted=0, updated=0, unchanged=self.configured, skipped=True)
             return  # the statistics were refreshed with the connections (open_connections)
-        result = store.sync_all([batch.unpack() for batch in self._batches])
+        result = store.schedules.sync_all([batch.unpack() for batch in self._batches])
         if digest is not None:
             try:
-                store.record_config(deployment, digest, result)
+                store.schedules.record_config(deployment, digest, result)
             except DatabaseUnavailable:
                 raise
             except StoreError as exc:
@@ -494,7 +494,7 @@ class BeatNode:
               "beat: synced %d schedule(s): %d new, %d changed, %d unchanged",
               result.rows, inserted, updated, unchanged,
               inserted=inserted, updated=updated, unchanged=unchanged, skipped=False)
-        store.analyze_if_stale()  # before the first fire plans against the table
+        store.schedules.analyze_if_stale()  # before the first fire plans against the table
         self._warn_orphans(store)
         self._warn_conflicts(store)
 
@@ -502,7 +502,7 @@ class BeatNode:
         """Whether the stored rows are this configuration's; a record that cannot be
         read (a role without rights on awa_beat.config_syncs) means a whole sync."""
         try:
-            return store.config_in_force(self.settings.deployment, digest)
+            return store.schedules.config_in_force(self.settings.deployment, digest)
         except DatabaseUnavailable:
             raise
         except StoreError as exc:
@@ -524,7 +524,7 @@ class BeatNode:
 
     def _warn_orphans(self, store: NodeStore) -> None:
         deployment = self.settings.deployment
-        for name in store.orphaned_names(deployment, list(self.configured_names())):
+        for name in store.schedules.orphaned_names(deployment, list(self.configured_names())):
             event(logger, logging.WARNING, "schedule.orphan",
                   "beat: schedule %r is stored (deployment %r) but no longer in "
                   "beat_schedule; it keeps firing until removed: `awa-beat remove %s`",
@@ -537,7 +537,7 @@ class BeatNode:
         names = list(self.configured_names())
         if not names:
             return
-        for name in store.runtime_owned_names(names):
+        for name in store.schedules.runtime_owned_names(names):
             event(logger, logging.WARNING, "schedule.conflict",
                   "beat: schedule %r is in beat_schedule but was written at run time; "
                   "beat leaves the stored row as it is: drop the entry, or `awa-beat "
@@ -606,7 +606,7 @@ class BeatNode:
         host, _, pid = self.identity.rpartition(":")
         # Never fatal: the tick's real work reports database trouble.
         with contextlib.suppress(StoreError):
-            run.store.heartbeat(
+            run.store.cluster.heartbeat(
                 identity=self.identity, host=host, pid=int(pid),
                 deployment=self.settings.deployment, lock_key=self.settings.lock_key,
                 role=status.role, started_at=self._started_at,

@@ -75,7 +75,7 @@ def open_connections(
             # Before the configuration is compared: where it is stored as configured
             # (the common restart), no sync follows to make the statistics stale again;
             # where it is not, the node refreshes them once more after the sync.
-            store.analyze_if_stale(session)
+            store.schedules.analyze_if_stale(session)
         store.wait()
     except BaseException:
         leadership.resign()

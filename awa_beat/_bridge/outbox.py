@@ -15,14 +15,16 @@ import threading
 import time
 from concurrent.futures import Future
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._db.records import Fence, OutboxStats
-from .._db.store import Store
 from .._logs import event
 from ..errors import BrokerError, StoreError, first_line
 from .messages import MessageBuilder, Prepared
 from .publisher import Publisher
+
+if TYPE_CHECKING:
+    from .._db.outbox import OutboxStore
 
 # The logger keeps the name it had before the modules moved into layer packages, so
 # logging configurations that select it by name go on working.
@@ -43,8 +45,8 @@ class _Marker:
     leaves those jobs pending, and they are published again with the same task ids.
     """
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def __init__(self, outbox: OutboxStore) -> None:
+        self.outbox = outbox
         self._queue: queue.SimpleQueue[tuple[Future[int], list[int], list[str]] | None] = (
             queue.SimpleQueue())
         self._thread: threading.Thread | None = None
@@ -69,7 +71,7 @@ class _Marker:
         while (item := self._queue.get()) is not None:
             future, ids, task_ids = item
             try:
-                future.set_result(self.store.mark_published(ids, task_ids))
+                future.set_result(self.outbox.mark_published(ids, task_ids))
             except BaseException as exc:  # The drain gets the error and reports it.
                 future.set_exception(exc)
 
@@ -80,7 +82,7 @@ class Bridge:
     def __init__(
         self,
         app: Any,
-        store: Store,
+        outbox: OutboxStore,
         *,
         deployment: str,
         batch_size: int = 1000,
@@ -89,7 +91,8 @@ class Bridge:
         budget: float = 2.0,
     ) -> None:
         self.app = app
-        self.store = store
+        self.outbox = outbox
+        """The database's outbox, the only part of the database the bridge uses."""
         self.deployment = deployment
         self.batch_size = batch_size
         self.retention = retention
@@ -98,7 +101,7 @@ class Bridge:
         self._pending = True
         self._publisher = Publisher(app)
         self._messages = MessageBuilder(app)
-        self._marker = _Marker(store)
+        self._marker = _Marker(outbox)
         self._resume_after = _START
         """The key where the next drain starts: the key after the last job that a drain
         published."""
@@ -227,8 +230,8 @@ class Bridge:
             while True:
                 if self._deposed:
                     break  # The drain was told that the lock may be gone.
-                jobs = self.store.pending_celery_jobs(self.deployment, self.batch_size,
-                                                      after=after, fence=self._fence)
+                jobs = self.outbox.pending_celery_jobs(self.deployment, self.batch_size,
+                                                       after=after, fence=self._fence)
                 if jobs:
                     after = (jobs[-1]["fire_key"], jobs[-1]["id"])
                 batch = self._prepare_batch(jobs)
@@ -302,7 +305,7 @@ class Bridge:
                       "bridge: cannot build the message of job %s (%s): %s; marked failed",
                       job["id"], job["kind"], exc, job_id=job["id"], task=job["kind"],
                       error=error)
-                self.store.mark_unpublishable(job["id"], error)
+                self.outbox.mark_unpublishable(job["id"], error)
         return batch
 
     def _confirmed(self, batch: list[Prepared], mark: int) -> int:
@@ -353,7 +356,7 @@ class Bridge:
         self._next_purge = now + self.purge_every
         removed = 0
         for _ in range(max_batches):
-            n = self.store.purge_published(self.retention, 1000)
+            n = self.outbox.purge_published(self.retention, 1000)
             removed += n
             if n < 1000:
                 break

@@ -21,7 +21,7 @@ from celery import beat
 from .._beat.node import BeatNode, NodeHooks
 from .._beat.opening import Opening
 from .._config import Settings, redact
-from .._db.store import process_identity
+from .._db.database import process_identity
 from .._engine.engine import utcnow
 from .._logs import event, use_json
 from .._schedules.spec import specs_from_beat_schedule
@@ -204,7 +204,7 @@ class Scheduler(beat.Scheduler):
     def _outbox(self, store: Any) -> Any:
         from .._bridge import Bridge, Dispatcher
 
-        return Dispatcher(Bridge(self.app, store, deployment=self.settings.deployment))
+        return Dispatcher(Bridge(self.app, store.outbox, deployment=self.settings.deployment))
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
         """One step of the beat loop; returns seconds until the next step is needed."""

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import click
 
 from .._config import DATABASE_URL_ENV
-from .._db.store import Store
+from .._db.database import Database
 from .._ops.operations import Operations, find_database_url, settings_for
 from ..errors import AwaBeatError
 
@@ -64,10 +64,10 @@ def database_url_for(explicit: str | None, app: Any = None) -> str:
     return find_database_url(explicit, app if app is not None else context_app())
 
 
-def open_store(explicit: str | None, app: Any = None) -> Store:
+def open_store(explicit: str | None, app: Any = None) -> Database:
     """Return a store on the database of :func:`database_url_for`. The store is not open
     yet: use it in a ``with`` block."""
-    return Store(database_url_for(explicit, app), max_size=1)
+    return Database(database_url_for(explicit, app), max_size=1)
 
 
 def operations_kwargs() -> dict[str, Any]:

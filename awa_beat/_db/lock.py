@@ -50,8 +50,7 @@ from .._config import (
 )
 from .._logs import event
 from ..errors import AwaBeatError, ConfigError, SessionLockUnsupported, StoreError, first_line
-from .sql import queries
-from .store import (
+from .database import (
     connect,
     keepalives,
     one_row,
@@ -59,6 +58,7 @@ from .store import (
     read_skew,
     typed_error,
 )
+from .sql import queries
 
 # The logger keeps the name it had before the modules moved into layer packages, so
 # logging configurations that select it by name go on working.

@@ -73,8 +73,8 @@ def read_django(url: str) -> DjangoTables:
     from psycopg.rows import dict_row
 
     from .._config import redact
+    from .._db.database import connect
     from .._db.sql import queries
-    from .._db.store import connect
 
     try:
         conninfo_to_dict(url)

@@ -23,7 +23,7 @@ from .redbeat import from_redbeat, read_redbeat, redact_url
 from .schedule_file import from_schedule_file, read_schedule_file
 
 if TYPE_CHECKING:
-    from .._db.store import Store
+    from .._db.database import Database
 
 SCHEMA_NOT_SET_UP = ("awa-beat's schema is not set up in this database yet: the import "
                      "creates it first (as `awa-beat migrate`), so every row shows as new")
@@ -78,7 +78,7 @@ class ImportOutcome:
                 **self.plan.to_json(), "written": self.written}
 
 
-def run_import(options: ImportOptions, open_store: Callable[[str | None], Store]
+def run_import(options: ImportOptions, open_store: Callable[[str | None], Database]
                ) -> ImportOutcome:
     """Read the source, plan against the stored rows and, unless this is a dry run, write.
 
@@ -101,7 +101,8 @@ def run_import(options: ImportOptions, open_store: Callable[[str | None], Store]
                 [r.name for r in imported if r.spec.dispatch == "celery"],
                 "import with --dispatch awa, or into a database of its own")
         try:
-            existing = {row.name: row for row in store.get_many([r.name for r in imported])}
+            existing = {row.name: row for row in
+                        store.schedules.get_many([r.name for r in imported])}
         except SchemaError:
             if not options.dry_run:
                 raise
@@ -114,7 +115,7 @@ def run_import(options: ImportOptions, open_store: Callable[[str | None], Store]
         the_plan.notes[:0] = notes
         left_out = {r.name for r in the_plan.not_carried}
         imported = [r for r in imported if r.name not in left_out]
-        outcome = None if options.dry_run or not imported else store.import_schedules(
+        outcome = None if options.dry_run or not imported else store.schedules.import_schedules(
             [r.spec.row(deployment) for r in imported], [r.cursor for r in imported],
             [r.paused_by for r in imported], deployment=deployment, force=options.force)
     return ImportOutcome(source, deployment, options.dry_run, the_plan, len(imported),

@@ -54,7 +54,7 @@ from typing import Any
 import psycopg
 
 from .._config import Settings
-from .._db.store import Store
+from .._db.database import Database
 from .._schedules.spec import ScheduleSpec
 from ..errors import ValidationError
 from .operations import Operations, find_database_url, settings_for
@@ -92,7 +92,7 @@ class Schedules:
         environment's) decide the default time zone, dispatch and deployment."""
         self.settings = settings if settings is not None else settings_for(app)
         url = find_database_url(database_url or self.settings.database_url, app)
-        store = Store(url, min_size=1, max_size=pool_size)
+        store = Database(url, min_size=1, max_size=pool_size)
         store.open()
         try:
             store.check_schema()  # `awa-beat migrate` first, or start beat once

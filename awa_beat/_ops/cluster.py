@@ -11,24 +11,25 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Collection
 
-from .._db.store import Store
+from .._db.database import Database
 from .records import BeatView, ClusterStatus, Delivery, DeploymentBacklog, Overdue, QueuePause
 
 
 class Cluster:
-    """The beats and backlogs of one database, on an opened :class:`Store`.
+    """The beats and backlogs of one database, on an opened
+    :class:`~awa_beat._db.database.Database`.
 
     ``overdue`` gives the overdue schedules for :meth:`status`; the operations layer
     passes its own reading, so that the status and the schedule list agree.
     """
 
-    def __init__(self, store: Store, overdue: Callable[[], list[Overdue]]) -> None:
+    def __init__(self, store: Database, overdue: Callable[[], list[Overdue]]) -> None:
         self.store = store
         self._overdue = overdue
 
     def beats(self) -> list[BeatView]:
         """The beats seen in the last minute."""
-        return [BeatView.from_row(b) for b in self.store.beats()]
+        return [BeatView.from_row(b) for b in self.store.cluster.beats()]
 
     def status(self) -> ClusterStatus:
         """The leaders, the standbys, the backlogs and the overdue schedules."""
@@ -38,7 +39,7 @@ class Cluster:
             leaders=[b for b in beats if b.role == "leader" and b.holds_lock],
             standbys=[b for b in beats if b.role == "standby"],
             backlog=sum(b.jobs for b in backlogs), overdue=self._overdue(),
-            backlogs=backlogs, stranded=self.store.stranded_awa_jobs())
+            backlogs=backlogs, stranded=self.store.outbox.stranded_awa_jobs())
 
     def backlogs(self, beats: list[BeatView] | None = None) -> list[DeploymentBacklog]:
         """Per deployment, the jobs for Celery not yet published and the beats that
@@ -46,7 +47,7 @@ class Cluster:
         if beats is None:
             beats = self.beats()
         publishers = Counter(b.deployment for b in beats if b.publishes)
-        waiting = {b.deployment: b for b in self.store.outbox_backlogs()}
+        waiting = {b.deployment: b for b in self.store.outbox.backlogs()}
         return [DeploymentBacklog(d, w.jobs if w else 0, w.oldest_age if w else None,
                                   publishers[d])
                 for d in sorted({*waiting, *publishers}) for w in [waiting.get(d)]]
@@ -90,4 +91,4 @@ class Cluster:
         if not queues:
             return {}
         return {r["queue"]: QueuePause(r["queue"], r["paused_at"], r["paused_by"])
-                for r in self.store.paused_queues(sorted(queues))}
+                for r in self.store.cluster.paused_queues(sorted(queues))}

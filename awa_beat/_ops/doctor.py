@@ -37,7 +37,7 @@ def checks(ops: Operations) -> Iterator[Check]:
     yield from _clock_checks(ops)
     yield timezone_data()
     try:
-        rows = store.schedules()
+        rows = store.schedules.list_all()
     except AwaBeatError:
         rows = []
     now = ops.clock()

@@ -18,9 +18,9 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from .._config import Settings, celery_dispatch_refused, database_url
+from .._db.database import Database
 from .._db.embedded import resolve_database_url
 from .._db.records import ScheduleRow
-from .._db.store import Store
 from .._schedules.markers import max_runs
 from .._schedules.runs import overdue_reasons
 from .._schedules.spec import DEFAULT_MAX_RUNTIME, ScheduleSpec, specs_from_beat_schedule
@@ -135,7 +135,7 @@ class DatabaseClock:
     on first use and again every :data:`SKEW_TTL` seconds, so that a page or a command
     costs no query per reading and a reading never waits for a pooled connection."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Database) -> None:
         self.store = store
         self._skew = 0.0
         self._measured_at: float | None = None
@@ -153,7 +153,8 @@ SKEW_TTL = 60.0
 
 
 class Operations:
-    """What an operator does with one database's schedules, on an opened :class:`Store`.
+    """What an operator does with one database's schedules, on an opened
+    :class:`~awa_beat._db.database.Database`.
 
     ``deployment`` and ``configured`` (the names in that deployment's beat_schedule, asked
     for only when needed) let it flag orphans: rows the deployment registered and no
@@ -165,7 +166,7 @@ class Operations:
     publishes the jobs dispatched to Celery.
     """
 
-    def __init__(self, store: Store, *, clock: Clock | None = None,
+    def __init__(self, store: Database, *, clock: Clock | None = None,
                  deployment: str | None = None,
                  configured: Callable[[], Collection[str]] | None = None,
                  settings: Settings | None = None) -> None:
@@ -183,7 +184,7 @@ class Operations:
     def open(cls, url: str, **kwargs: Any) -> Operations:
         """Operations on the database at ``url``, with a store of its own (close it, or
         use ``with``)."""
-        store = Store(url, max_size=1)
+        store = Database(url, max_size=1)
         store.open()
         return cls(store, **kwargs)
 
@@ -200,14 +201,14 @@ class Operations:
 
     def schedules(self, pattern: str | None = None) -> list[ScheduleView]:
         """Every schedule (``pattern``: a SQL LIKE pattern on the name), by name."""
-        rows = self.store.schedules(pattern)
+        rows = self.store.schedules.list_all(pattern)
         orphans = set(self.orphans() or ())
         now = self.clock()
         return [view_of(row, now, row.name in orphans) for row in rows]
 
     def get(self, name: str) -> ScheduleView:
         """The schedule ``name`` (:class:`~awa_beat.errors.NotFound` if there is none)."""
-        row = self.store.get(name)
+        row = self.store.schedules.get(name)
         return view_of(row, self.clock(), name in (self.orphans() or ()))
 
     def pause(self, name: str, by: str | None = None, note: str | None = None, *,
@@ -216,19 +217,19 @@ class Operations:
         ``note`` (why) with it while this pause lasts. ``conn``: the caller's connection,
         to join its transaction (also below)."""
         if note:
-            return self.store.pause_with_note(name, by or whoami(), note, conn=conn)
-        return self.store.pause(name, by or whoami(), conn=conn)
+            return self.store.schedules.pause_with_note(name, by or whoami(), note, conn=conn)
+        return self.store.schedules.pause(name, by or whoami(), conn=conn)
 
     def resume(self, name: str, *, conn: psycopg.Connection | None = None) -> None:
-        self.store.resume(name, conn=conn)
+        self.store.schedules.resume(name, conn=conn)
 
     def trigger(self, name: str, *, conn: psycopg.Connection | None = None) -> int:
         """Enqueue one job for ``name`` now, even while paused; the id of that job."""
-        return self.store.trigger(name, conn=conn)
+        return self.store.schedules.trigger(name, conn=conn)
 
     def remove(self, name: str, *, conn: psycopg.Connection | None = None) -> None:
         """Delete ``name``'s row; the jobs it already fired stay."""
-        if not self.store.remove(name, conn=conn):
+        if not self.store.schedules.remove(name, conn=conn):
             raise NotFound(f"no schedule named {name!r}")
 
     # -- runtime writes -------------------------------------------------------------------
@@ -261,14 +262,14 @@ class Operations:
             return []
         deployment = self.settings.deployment
         with self.store.transaction(conn) as c:
-            existing = self.store.lock_schedules(c, [s.name for s in specs])
+            existing = self.store.schedules.lock_schedules(c, [s.name for s in specs])
             if existing and not replace:
                 raise ScheduleExists(
                     f"schedule(s) {_names_text(sorted(r.name for r in existing))} exist "
                     "already; pass replace=True (--replace) to overwrite them")
             check_owners(existing, force)
-            written = self.store.upsert_runtime(c, [s.row(deployment) for s in specs],
-                                                deployment=deployment, replace=replace)
+            written = self.store.schedules.upsert_runtime(c, [s.row(deployment) for s in specs],
+                                                          deployment=deployment, replace=replace)
             if written.unchanged:
                 # Only a concurrent writer can add a name between the lock and the write;
                 # the transaction block undoes ours.
@@ -285,7 +286,7 @@ class Operations:
         :class:`ScheduleOwned` as for :meth:`add` with ``replace``. ``deployment``: whose
         bridge publishes its Celery jobs (default: the row's, else the settings')."""
         with self.store.transaction(conn) as c:
-            rows = self.store.lock_schedules(c, [name])
+            rows = self.store.schedules.lock_schedules(c, [name])
             if not rows:
                 raise NotFound(f"no schedule named {name!r}")
             (row,) = rows
@@ -293,13 +294,13 @@ class Operations:
             entry = merge_entry(beat_entry(row), changes)
             (spec,) = self.specs({name: entry})
             deployment = self._deployment_of(row, deployment)
-            self.store.upsert_runtime(c, [spec.row(deployment)], deployment=deployment,
-                                      replace=True)
+            self.store.schedules.upsert_runtime(c, [spec.row(deployment)], deployment=deployment,
+                                                replace=True)
             if row.retired and max_runs(row.cron_expr) != max_runs(spec.cron_expr):
                 # Its run limit was what retired it: with runs left under the new limit
                 # (or none), it fires again, from the write on (the changed expression
                 # moved its cursor there).
-                self.store.unretire(c, name)
+                self.store.schedules.unretire(c, name)
         return spec
 
     def _deployment_of(self, row: ScheduleRow, deployment: str | None) -> str:
@@ -312,7 +313,7 @@ class Operations:
                       dispatch: str | None = None) -> Delivery:
         """:meth:`Cluster.delivery` of ``name`` once :meth:`update` gives it ``deployment`` or
         ``dispatch`` (None: its own stays)."""
-        row = self.store.get(name)
+        row = self.store.schedules.get(name)
         celery = (row.metadata or {}).get("celery") or {}
         return self.cluster.delivery(self._deployment_of(row, deployment),
                              dispatch or celery.get("dispatch") or self.settings.dispatch
@@ -322,10 +323,10 @@ class Operations:
         """The newest jobs of ``name`` (NotFound if there is no such schedule), or of
         every schedule."""
         if name is None:
-            jobs = self.store.recent_jobs(limit)
+            jobs = self.store.schedules.recent_jobs(limit)
         else:
-            self.store.get(name)  # an unknown name is an error, not an empty history
-            jobs = self.store.jobs(name, limit)
+            self.store.schedules.get(name)  # an unknown name is an error, not an empty history
+            jobs = self.store.schedules.jobs(name, limit)
         return [JobRecord.from_job(j) for j in jobs]
 
     def occurrences(self, name: str | None, limit: int = 20) -> list[Occurrence]:
@@ -333,9 +334,9 @@ class Operations:
         outcome and run time, manual triggers, fires skipped by the overlap policy, fires
         a coalesce left out (NotFound if there is no such schedule)."""
         if name is not None:
-            self.store.get(name)
+            self.store.schedules.get(name)
         return [Occurrence.from_row(r) for r in
-                self.store.schedule_history(name, limit, DEFAULT_MAX_RUNTIME)]
+                self.store.outcomes.schedule_history(name, limit, DEFAULT_MAX_RUNTIME)]
 
     def overdue(self) -> list[Overdue]:
         """Every overdue schedule, by name (see :func:`overdue_reasons`)."""
@@ -347,7 +348,7 @@ class Operations:
         now = self.clock()
         found = []
         last: dict[str, str] = {}
-        for r in self.store.overdue_candidates(DEFAULT_MAX_RUNTIME):
+        for r in self.store.outcomes.overdue_candidates(DEFAULT_MAX_RUNTIME):
             if r["last_outcome"] is not None:
                 last[r["name"]] = r["last_outcome"]
             reasons = overdue_reasons(
@@ -364,7 +365,7 @@ class Operations:
 
     def failing(self) -> list[str]:
         """The schedules whose latest reported run failed or was lost, by name."""
-        return [r["name"] for r in self.store.overdue_candidates(DEFAULT_MAX_RUNTIME)
+        return [r["name"] for r in self.store.outcomes.overdue_candidates(DEFAULT_MAX_RUNTIME)
                 if r["last_outcome"] in FAILED_OUTCOMES]
 
     def upcoming(self, row: ScheduleRow, now: datetime | None = None,
@@ -384,22 +385,22 @@ class Operations:
             return 0
         if limit is None:
             return None
-        return max(limit - self.store.runs_used(row.name), 0)
+        return max(limit - self.store.schedules.runs_used(row.name), 0)
 
     def export_entries(self, pattern: str | None = None) -> dict[str, dict[str, Any]]:
         """The stored schedules as a Celery ``beat_schedule``."""
-        return {row.name: beat_entry(row) for row in self.store.schedules(pattern)}
+        return {row.name: beat_entry(row) for row in self.store.schedules.list_all(pattern)}
 
     def export_rows(self, pattern: str | None = None) -> list[ScheduleRow]:
         """The stored schedules, by name, for an export (:mod:`awa_beat._exporting`)."""
-        return self.store.schedules(pattern)
+        return self.store.schedules.list_all(pattern)
 
     def orphans(self) -> list[str] | None:
         """Rows the deployment registered that its beat_schedule no longer has; None when
         the configuration is unknown."""
         if self._configured is None or self.deployment is None:
             return None
-        return self.store.orphaned_names(self.deployment, list(self._configured()))
+        return self.store.schedules.orphaned_names(self.deployment, list(self._configured()))
 
     # -- the dashboard ----------------------------------------------------------------------
 
@@ -411,8 +412,8 @@ class Operations:
             "search": where.search.lower() if where.search else None,
             "paused": where.paused, "owner": where.owner, "owned_by": where.owned_by,
             "names": sorted(where.names) if where.names is not None else None}
-        rows = self.store.schedules_page(after=after, before=before, limit=limit + 1,
-                                         **filters)
+        rows = self.store.cluster.schedules_page(after=after, before=before, limit=limit + 1,
+                                                 **filters)
         if before is not None:
             has_previous, has_next = len(rows) > limit, True
             rows = rows[-limit:]
@@ -424,21 +425,21 @@ class Operations:
         return SchedulePage(
             views=[view_of(row, now, row.name in orphans) for row, _ in rows],
             notes={row.name: note for row, note in rows if note},
-            total=self.store.count_schedules(**filters, cap=COUNT_LIMIT + 1),
+            total=self.store.cluster.count_schedules(**filters, cap=COUNT_LIMIT + 1),
             has_next=has_next, has_previous=has_previous)
 
     def deployments(self) -> list[str]:
         """The deployments that registered schedules here."""
-        return self.store.deployments()
+        return self.store.cluster.deployments()
 
     def pause_note(self, name: str) -> str | None:
-        return self.store.pause_note(name)
+        return self.store.schedules.pause_note(name)
 
     def record_action(self, *, actor: str, source: str, action: str, outcome: str,
                       schedule: str | None = None, remote_addr: str | None = None,
                       detail: Mapping[str, Any] | None = None) -> int:
         """Record an action taken through a dashboard; the entry's id."""
-        entry_id, _ = self.store.record_audit(
+        entry_id, _ = self.store.cluster.record_audit(
             actor=actor, source=source, remote_addr=remote_addr, action=action,
             schedule=schedule, detail=dict(detail or {}), outcome=outcome)
         return entry_id
@@ -447,7 +448,7 @@ class Operations:
                   schedule: str | None = None) -> list[AuditEntry]:
         """The newest recorded actions (before the entry ``before_id``), of one schedule
         or of all."""
-        return [AuditEntry(**r) for r in self.store.audit_log(
+        return [AuditEntry(**r) for r in self.store.cluster.audit_log(
             limit=limit, before_id=before_id, schedule=schedule)]
 
 
@@ -458,7 +459,7 @@ def node_run_report(node: BeatNode) -> Callable[[], tuple[list[Overdue], dict[st
 
     def report() -> tuple[list[Overdue], dict[str, str]]:
         store = node.store
-        if not isinstance(store, Store):
+        if not isinstance(store, Database):
             raise StoreError("the beat is not connected to its database")
         return Operations(store).run_report()
 

@@ -212,7 +212,7 @@ class ScheduleSpec:
         ``shared`` is a dict that the caller keeps while it holds the specs. With it, the
         rows of specs with the same metadata, options and outcomes objects (those of a
         generated configuration share the empty ones) share one metadata dict, and specs
-        with the same tags share one list, which :func:`~awa_beat._db.store.sync_params`
+        with the same tags share one list, which :func:`~awa_beat._db.batches.sync_params`
         encodes once. Such rows are to be read, not changed.
         """
         key = (id(self.metadata), id(self.options), id(self.outcomes), self.dispatch,

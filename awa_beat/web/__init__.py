@@ -45,7 +45,7 @@ def create_app(database_url: str | None = None, *, config: WebConfig | None = No
     ``outcomes`` and ``editor`` default to the operations' own (the run outcomes, and the
     add and edit forms of runtime schedules).
     """
-    from .._db.store import Store
+    from .._db.database import Database
     from .._ops.operations import Operations, find_database_url
     from ._app import Dashboard
 
@@ -58,7 +58,7 @@ def create_app(database_url: str | None = None, *, config: WebConfig | None = No
                          outcomes=outcomes or OperationsOutcomes(operations),
                          editor=editor or OperationsEditor(operations))
     url = find_database_url(database_url, environ=environ)
-    store = Store(url, max_size=pool_size, origin="awa-beat web")
+    store = Database(url, max_size=pool_size, origin="awa-beat web")
     store.open()
     ops = Operations(store)
     return Dashboard(ops, config, outcomes=outcomes or OperationsOutcomes(ops),

@@ -213,16 +213,16 @@ class Dashboard:
         if self.config.secret or not password:
             return self.config.secret or secrets.token_bytes(32)
         store = self.ops.store
-        found = store.web_secret()
+        found = store.cluster.web_secret()
         if found is not None and auth.fingerprint_matches(password, found[1]):
             return found[0]
-        store.save_web_secret(secrets.token_bytes(32), auth.fingerprint(password),
-                              replaces=found[1] if found else None)
+        store.cluster.save_web_secret(secrets.token_bytes(32), auth.fingerprint(password),
+                                      replaces=found[1] if found else None)
         if found is not None:
             event(logger, logging.WARNING, "web.secret_replaced",
                   "awa-beat web: the password changed: sessions are signed with a new "
                   "secret, and every session has ended")
-        stored = store.web_secret()
+        stored = store.cluster.web_secret()
         if stored is None:
             raise StoreError("storing the dashboard's secret failed: it was not kept")
         return stored[0]
@@ -342,7 +342,7 @@ class Dashboard:
         session = auth.load_session(req.cookies.get(auth.SESSION_COOKIE), self.signing_key)
         if session is not None and session.user is not None and (
                 not self.config.password
-                or self.ops.store.web_session_user(session.key) != session.user):
+                or self.ops.store.cluster.web_session_user(session.key) != session.user):
             return None
         return session
 
@@ -451,13 +451,13 @@ class Dashboard:
     def log_in(self, req: Request, user: str) -> None:
         """Start a session for ``user``: write its row in the database and set its cookie."""
         session = auth.new_session(user)
-        self.ops.store.start_web_session(session.key, user, auth.SESSION_LIFETIME)
+        self.ops.store.cluster.start_web_session(session.key, user, auth.SESSION_LIFETIME)
         req.session = session
         self.record(req, "login", "ok", actor=user)
 
     def log_out(self, req: Request) -> None:
         """End the session. Its row is deleted, so its cookie opens nothing again."""
         if req.session is not None and req.session.user is not None:
-            self.ops.store.end_web_session(req.session.key)
+            self.ops.store.cluster.end_web_session(req.session.key)
             self.record(req, "logout", "ok", actor=req.session.user)
         req.session = auth.new_session(None)

@@ -407,7 +407,7 @@ class Harness:
         paused = time.time()
         with Store(self.obs.url) as store:
             for name in SCHEDULES:
-                store.pause(name, by="chaos harness")
+                store.schedules.pause(name, by="chaos harness")
         until = math.floor(paused) - 1.0
         if self.faults:
             self.faults[-1].window_end = until

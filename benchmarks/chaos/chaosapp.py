@@ -32,18 +32,18 @@ SCHEDULES = {
 
 _DIE_FLAG = os.environ.get("CHAOSAPP_DIE_BEFORE_MARK")
 if _DIE_FLAG:
-    from awa_beat._db.store import Store
+    from awa_beat._db.outbox import OutboxStore
 
-    _mark_published = Store.mark_published
+    _mark_published = OutboxStore.mark_published
 
-    def _die_before_mark(self: Store, ids: object, task_ids: object) -> int:
+    def _die_before_mark(self: OutboxStore, ids: object, task_ids: object) -> int:
         try:
             os.unlink(_DIE_FLAG)  # one process takes the flag
         except FileNotFoundError:
             return _mark_published(self, ids, task_ids)  # type: ignore[arg-type]
         os._exit(9)
 
-    Store.mark_published = _die_before_mark  # type: ignore[method-assign]
+    OutboxStore.mark_published = _die_before_mark  # type: ignore[method-assign]
 
 app = Celery("chaos")
 app.conf.update(

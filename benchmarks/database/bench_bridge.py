@@ -27,8 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import common
 
 from awa_beat._bridge import Bridge
+from awa_beat._db.database import connect
 from awa_beat._db.records import FireRequest
-from awa_beat._db.store import Store, connect
+from awa_beat._db.store import Store
 from awa_beat._schedules.spec import spec_from_entry
 
 
@@ -47,14 +48,14 @@ def main() -> None:
             "task": "bench.tick", "schedule": 60, "args": [i], "kwargs": {"k": "v"},
             "options": {"expires": 600, "awa_beat": {"dispatch": "celery"}},
         }).row("bench") for i in range(n)]
-        store.sync(rows, deployment="bench")
+        store.schedules.sync(rows, deployment="bench")
         admin = connect(store.conninfo)
         rates, totals = [], []
         for r in range(args.repeat):
             cursor = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(
                 minutes=args.repeat - r + 1)
             admin.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s", (cursor,))
-            bridge = Bridge(app, store, deployment="bench", budget=600)
+            bridge = Bridge(app, store.outbox, deployment="bench", budget=600)
             bridge._publisher.open()  # connect outside the timing
             fire = cursor + timedelta(seconds=30)
             start = time.perf_counter()

@@ -30,9 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import common
 
+from awa_beat._db.database import connect
 from awa_beat._db.records import FireRequest
 from awa_beat._db.sql import render_queries
-from awa_beat._db.store import Store, connect, fire_params, fire_query
+from awa_beat._db.store import Store, fire_params
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
 
@@ -59,7 +60,7 @@ def due_again(admin: Connection, n: int, attempt: int) -> list[FireRequest]:
 def measure(url: str, n: int, repeat: int) -> list[float]:
     rates = []
     with Store(url) as store:
-        store.sync(rows(n), deployment="bench")
+        store.schedules.sync(rows(n), deployment="bench")
         admin = connect(url)
         for attempt in range(repeat):
             requests = due_again(admin, n, attempt)
@@ -89,9 +90,10 @@ def measure_pair(url: str, n: int, repeat: int, rev: str) -> tuple[list[float], 
     ours: list[float] = []
     theirs: list[float] = []
     with Store(url) as store:
-        store.sync(rows(n), deployment="bench")
+        store.schedules.sync(rows(n), deployment="bench")
         awa_owned = store.awa_owned
-        statements = {"ours": fire_query(awa_owned), "theirs": statement_at(rev, awa_owned)}
+        statements = {"ours": store.layout.fire_statement,
+                      "theirs": statement_at(rev, awa_owned)}
         admin = connect(url)
         attempt = 0
         for turn in range(repeat):

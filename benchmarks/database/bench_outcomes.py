@@ -31,7 +31,8 @@ import common
 
 from awa_beat._bridge.messages import fire_task_id
 from awa_beat._config import Settings
-from awa_beat._db.store import Store, connect
+from awa_beat._db.database import connect
+from awa_beat._db.store import Store
 from awa_beat.outcomes import install
 
 LIMIT_MS = 1.0

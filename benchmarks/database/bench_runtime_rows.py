@@ -95,7 +95,7 @@ def main() -> None:
         specs = specs_from_beat_schedule(beat_schedule, default_dispatch="awa")
         with Store(config_url) as store:
             for batch in encode_batches(specs, "bench"):
-                store.sync(batch)
+                store.schedules.sync(batch)
         results["config"] = {"write_s": time.perf_counter() - t0,
                              **measure(config_url, args.passes)}
         runtime_url = dbs.fresh("standalone")

@@ -60,9 +60,10 @@ def main() -> None:
             with Store(dbs.fresh(layout)) as store:
                 print(f"-- {layout}")
                 timed(f"first sync of {n:,} (inserts)",
-                      lambda: store.sync(rows, deployment="b"))
-                timed("unchanged resync", lambda: store.sync(rows, deployment="b"))
-                timed("resync, every row changed", lambda: store.sync(changed, deployment="b"))
+                      lambda: store.schedules.sync(rows, deployment="b"))
+                timed("unchanged resync", lambda: store.schedules.sync(rows, deployment="b"))
+                timed("resync, every row changed",
+                      lambda: store.schedules.sync(changed, deployment="b"))
 
 
 if __name__ == "__main__":

@@ -63,8 +63,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import common
 
+from awa_beat._db.database import connect
 from awa_beat._db.sql import queries
-from awa_beat._db.store import Store, connect
+from awa_beat._db.store import Store
 from awa_beat._schedules.fire_times import calendar_for, next_fire_after
 from awa_beat._testing import TempDatabases, server_url
 
@@ -131,7 +132,7 @@ def prepare(url: str, n: int, scenario: str) -> str:
     cursor = datetime.now(UTC).replace(microsecond=0)
     rows = schedule_rows(n, cursor)
     with Store(url) as store:
-        store.sync(rows, deployment="bench")
+        store.schedules.sync(rows, deployment="bench")
     admin = connect(url)
     if scenario == "spread":
         admin.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s, updated_at = %s"

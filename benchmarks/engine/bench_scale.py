@@ -55,7 +55,7 @@ import common
 from beatprocs import Beats, as_installed, cpu_seconds, duplicates, leader_pid, pct, wait_for
 
 from awa_beat import Schedules
-from awa_beat._db.store import connect
+from awa_beat._db.database import connect
 from awa_beat._schedules.fire_times import calendar_for
 from awa_beat._testing import TempDatabases, server_url
 

@@ -129,7 +129,8 @@ def prepare(app: Celery, cfg: dict[str, Any]) -> None:
 
 def _prepare_awa(app: Celery, cfg: dict[str, Any]) -> None:
     from awa_beat._beat.configuration import config_digest, encode_batches
-    from awa_beat._db.store import Store, connect
+    from awa_beat._db.database import connect
+    from awa_beat._db.store import Store
     from awa_beat._schedules.spec import specs_from_beat_schedule
 
     specs = specs_from_beat_schedule(app.conf.beat_schedule, default_timezone="UTC",
@@ -138,7 +139,8 @@ def _prepare_awa(app: Celery, cfg: dict[str, Any]) -> None:
     # the other peers find their stores filled.
     with Store(cfg["db_url"]) as store:
         batches = encode_batches(specs, "peers")
-        store.record_config("peers", config_digest(batches), store.sync_all(batches))
+        store.schedules.record_config("peers", config_digest(batches),
+                                      store.schedules.sync_all(batches))
     if not cfg.get("failover") and not cfg.get("steady"):
         conn = connect(cfg["db_url"])
         conn.execute("UPDATE awa.cron_jobs SET last_enqueued_at = now() - interval '2 days'"

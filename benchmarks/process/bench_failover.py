@@ -55,7 +55,7 @@ from beatprocs import (
     wait_for,
 )
 
-from awa_beat._db.store import connect
+from awa_beat._db.database import connect
 
 UTC = timezone.utc
 

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import common
 from beatprocs import Beats, add_beat_options, duplicates, fires, summary, wait_for
 
-from awa_beat._db.store import connect
+from awa_beat._db.database import connect
 
 UTC = timezone.utc
 

@@ -70,11 +70,11 @@ def main() -> None:
         with Store(db) as store:
             for i in range(0, args.n, 10_000):
                 chunk = all_rows[i:i + 10_000]
-                store.sync(chunk, deployment="alpha" if i % 20_000 else "beta")
+                store.schedules.sync(chunk, deployment="alpha" if i % 20_000 else "beta")
             ops = Operations(store)
             for r in all_rows[::10]:
                 ops.pause(r["name"], "bench", "paused by the benchmark")
-            store.analyze_if_stale()
+            store.schedules.analyze_if_stale()
         print(f"{args.n:,} schedules written in {time.perf_counter() - start:.1f} s")
         names = sorted(r["name"] for r in all_rows)
         app = create_app(db)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from awa_beat._db.store import connect
+from awa_beat._db.database import connect
 from awa_beat._testing import awa_url
 
 from .test_beat_processes import ROOT, Beats, fires, wait_for

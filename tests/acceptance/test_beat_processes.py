@@ -20,7 +20,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from awa_beat._db.store import connect
+from awa_beat._db.database import connect
 from awa_beat._schedules.fire_times import parse_iso
 from awa_beat._testing import terminate, wait_for
 

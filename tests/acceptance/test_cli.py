@@ -124,7 +124,7 @@ def test_celery_awa_finds_the_embedded_database_a_beat_started(tmp_path: Path,
         pytest.skip(f"the embedded PostgreSQL is not installed: {exc}")
     with Store(url) as store:
         store.migrate()
-        store.sync([{
+        store.schedules.sync([{
             "name": "quickstart", "cron_expr": "*/5 * * * *", "timezone": "UTC",
             "kind": "t.tick", "queue": "default", "args": {"args": [], "kwargs": {}},
             "priority": 2, "max_attempts": 25, "tags": [], "metadata": {},

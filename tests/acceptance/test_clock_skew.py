@@ -26,7 +26,7 @@ from wsgiref.util import setup_testing_defaults
 
 import pytest
 
-from awa_beat._db.store import connect
+from awa_beat._db.database import connect
 from awa_beat._ops.operations import Operations
 from awa_beat._schedules.fire_times import parse_iso
 from awa_beat._testing import terminate, wait_for

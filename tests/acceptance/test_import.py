@@ -20,8 +20,9 @@ from click.testing import CliRunner
 
 from awa_beat._celery.command import command as celery_command
 from awa_beat._cli import main
+from awa_beat._db.database import connect
 from awa_beat._db.records import RETIRED_BY
-from awa_beat._db.store import Store, connect
+from awa_beat._db.store import Store
 from awa_beat._engine.engine import Engine
 from awa_beat._testing import TempDatabases
 
@@ -292,7 +293,7 @@ def test_redbeat_entries(redbeat_app: Celery, store: Store, db_url: str) -> None
                    "--dry-run")
     names = {"every-30s", "weekday-815", "fixed-offset", "off", "rrule"}
     assert {n["name"] for n in dry["new"]} == names
-    assert store.schedules() == []
+    assert store.schedules.list_all() == []
     out = imported(db_url, "--from-redbeat", REDIS_URL, "--timezone", "Europe/Paris")
     reasons = not_carried(out)
     assert set(reasons) == {"celery.backend_cleanup"}
@@ -557,7 +558,7 @@ def test_existing_rows_keep_their_pause(tmp_path: Path, store: Store, db_url: st
     write_schedule_file(path, {"hourly": ({"task": "t.h", "schedule": crontab(minute=0)},
                                           LAST)})
     imported(db_url, "--from-file", str(path))
-    store.pause("hourly", "oncall")
+    store.schedules.pause("hourly", "oncall")
     out = imported(db_url, "--from-file", str(path))
     assert "left paused" in out["notes"][0]
     assert stored(db_url)["hourly"]["paused_by"] == "oncall"

@@ -23,7 +23,7 @@ import pytest
 from celery import Celery
 
 from awa_beat._bridge.messages import fire_task_id
-from awa_beat._db.store import connect
+from awa_beat._db.database import connect
 from awa_beat._ops.operations import Operations
 from awa_beat._ops.records import Occurrence
 from awa_beat._testing import terminate

@@ -19,7 +19,8 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from awa_beat._db.store import Store, connect
+from awa_beat._db.database import connect
+from awa_beat._db.store import Store
 from awa_beat._testing import TempDatabases
 
 pytestmark = pytest.mark.acceptance
@@ -50,18 +51,18 @@ def row(name: str, cron_expr: str, zone: str = "UTC", **over: Any) -> dict[str, 
 def db_url(databases: TempDatabases) -> str:
     url = databases.fresh("standalone")
     with Store(url) as store:
-        store.sync([
+        store.schedules.sync([
             row("nightly-report", "0 2 * * *", "Europe/Paris"),
             row("weekday-digest", "0 9 * * 1-5", "America/New_York"),
             row("heartbeat", "*/10 * * * * *"),
             row("invoice-sweep", "0 30 6 1 * *", "Europe/London"),
         ], deployment="billing")
-        store.sync([row(f"tenant-{i:03d}-sync", "*/15 * * * *") for i in range(60)],
-                   deployment="tenants")
-        store.heartbeat(identity="web-test:1", host="beat-a", pid=4242, deployment="billing",
-                        lock_key=1, role="standby",
-                        started_at=datetime.now(timezone.utc), leader_since=None,
-                        last_lag_ms=None)
+        store.schedules.sync([row(f"tenant-{i:03d}-sync", "*/15 * * * *") for i in range(60)],
+                             deployment="tenants")
+        store.cluster.heartbeat(identity="web-test:1", host="beat-a", pid=4242,
+                                deployment="billing", lock_key=1, role="standby",
+                                started_at=datetime.now(timezone.utc), leader_since=None,
+                                last_lag_ms=None)
     with connect(url) as conn:  # a row Awa would refuse, written by someone else
         conn.execute("INSERT INTO awa.cron_jobs (name, cron_expr, kind) "
                      "VALUES ('legacy-midnight', '@midnight', 'legacy.task')")
@@ -297,8 +298,9 @@ def test_history_shows_occurrences_and_the_lists_know_failing_and_overdue(
     from awa_beat._ops.operations import Operations
 
     with Store(db_url) as store:
-        store.sync([row("flaky-export", "0 * * * *",
-                        metadata={"celery": {"dispatch": "celery"}})], deployment="billing")
+        store.schedules.sync([row("flaky-export", "0 * * * *",
+                                  metadata={"celery": {"dispatch": "celery"}})],
+                             deployment="billing")
     with Operations.open(db_url) as ops:
         job = ops.trigger("flaky-export")
     fired = "2026-01-05 10:00:00+00"

@@ -48,7 +48,7 @@ def configured(db_url: str, **entries: Any) -> None:
     """Register ``entries`` as deployment proj's beat_schedule does."""
     specs = specs_from_beat_schedule(entries)
     with Store(db_url) as store:
-        store.sync([s.row("proj") for s in specs], deployment="proj")
+        store.schedules.sync([s.row("proj") for s in specs], deployment="proj")
 
 
 def stored(conn: psycopg.Connection, name: str) -> dict[str, Any] | None:
@@ -129,7 +129,7 @@ def test_a_beat_schedule_row_is_refused_unless_forced_then_beat_leaves_it_alone(
     assert stored(conn, "report")["cron_expr"] == "0 10 * * *"
     with Operations.open(db_url, deployment="proj", configured=lambda: []) as ops:
         assert ops.orphans() == ["gone"]
-        assert ops.store.runtime_owned_names(["report", "gone"]) == ["report"]
+        assert ops.store.schedules.runtime_owned_names(["report", "gone"]) == ["report"]
     listed = CliRunner().invoke(main, ["list", "--database-url", db_url]).output
     assert "OWNER" in listed and "runtime (via proj)" in listed
 

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from awa_beat._db.database import connect
 from awa_beat._db.records import FireRequest
-from awa_beat._db.store import Store, connect
+from awa_beat._db.store import Store
 from awa_beat._testing import awa_url
 
 pytestmark = pytest.mark.integration
@@ -30,7 +31,7 @@ def test_awa_worker_runs_a_job_fired_by_awa_beat(awa_db_url: str) -> None:
     t0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
     with Store(awa_db_url) as store:
         assert store.awa_owned
-        store.sync([{
+        store.schedules.sync([{
             "name": "nightly", "cron_expr": "0 2 * * *", "timezone": "UTC",
             "kind": "reports.nightly", "queue": "reports",
             "args": {"args": [7], "kwargs": {"full": True}}, "priority": 2,
@@ -99,7 +100,7 @@ def test_an_awa_leader_never_fires_awa_beats_markers(awa_db_url: str) -> None:
     start = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(minutes=5)
     rows = [("control", "* * * * * *"), *((f"marker-{i}", m) for i, m in enumerate(MARKERS))]
     with Store(awa_db_url) as store:
-        store.sync([{
+        store.schedules.sync([{
             "name": name, "cron_expr": expr, "timezone": "UTC", "kind": "probe.k",
             "queue": "awa_beat_marker_probe", "args": {}, "priority": 2, "max_attempts": 3,
             "tags": [], "metadata": {}, "missed_fire_policy": "catch_up"}

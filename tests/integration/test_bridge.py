@@ -18,8 +18,9 @@ from kombu import Connection
 from awa_beat._bridge import Bridge, fire_task_id
 from awa_beat._bridge.amqp import coalesced_writes
 from awa_beat._bridge.messages import MessageBuilder
+from awa_beat._db.database import connect
 from awa_beat._db.records import FireRequest
-from awa_beat._db.store import Store, connect
+from awa_beat._db.store import Store
 from awa_beat._schedules.spec import spec_from_entry
 from awa_beat._testing import actions, wait_for
 from awa_beat.errors import StoreError
@@ -59,7 +60,7 @@ def register(store: Store, app: Celery, entries: dict[str, dict[str, Any]],
     for name, entry in entries.items():
         entry.setdefault("options", {}).setdefault("awa_beat", {})["dispatch"] = "celery"
         rows.append(spec_from_entry(name, entry).row(deployment))
-    store.sync(rows, deployment=deployment)
+    store.schedules.sync(rows, deployment=deployment)
     c = connect(store.conninfo)
     c.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s", (T0,))
     c.close()
@@ -101,7 +102,7 @@ def test_published_message_matches_what_celery_beat_sends(app: Celery, standalon
                          "headers": {"x-team": "data"}}}
     register(standalone, app, {"report": entry})
     fire(standalone, ["report"])
-    bridge = Bridge(app, standalone, deployment="bt")
+    bridge = Bridge(app, standalone.outbox, deployment="bt")
     assert bridge.drain() == 1
     bridge.close()
     ours = consume(app, queue, 1)[0]
@@ -142,7 +143,7 @@ def test_backlog_is_published_in_fire_order(app: Celery, standalone: Store) -> N
     register(standalone, app, {f"s{i}": {"task": "t.x", "schedule": 60, "args": [i],
                                          "options": {"queue": queue}} for i in range(3)})
     fire(standalone, ["s0", "s1", "s2"], minutes=4)
-    bridge = Bridge(app, standalone, deployment="bt", batch_size=5)
+    bridge = Bridge(app, standalone.outbox, deployment="bt", batch_size=5)
     assert bridge.drain() == 12
     bridge.close()
     messages = consume(app, queue, 12)
@@ -160,14 +161,14 @@ def test_backlog_is_published_in_fire_order(app: Celery, standalone: Store) -> N
 
 def _woken_during_reads(bridge: Bridge, store: Store) -> None:
     """Every read of the outbox is followed by a wake, as when beat fires meanwhile."""
-    read = store.pending_celery_jobs
+    read = store.outbox.pending_celery_jobs
 
     def reading(*args: Any, **kwargs: Any) -> Any:
         jobs = read(*args, **kwargs)
         bridge.wake()
         return jobs
 
-    store.pending_celery_jobs = reading  # type: ignore[method-assign]
+    store.outbox.pending_celery_jobs = reading  # type: ignore[method-assign]
 
 
 def _carrying(app: Celery, store: Store, schedules: int, fired: int) -> Bridge:
@@ -177,7 +178,7 @@ def _carrying(app: Celery, store: Store, schedules: int, fired: int) -> Bridge:
     register(store, app, {f"s{i}": {"task": "t.x", "schedule": 60, "args": [i],
                                     "options": {"queue": queue}} for i in range(schedules)})
     fire(store, [f"s{i}" for i in range(fired)])
-    bridge = Bridge(app, store, deployment="bt", batch_size=5)
+    bridge = Bridge(app, store.outbox, deployment="bt", batch_size=5)
     _woken_during_reads(bridge, store)
     assert bridge.drain() == 0  # sent, not yet confirmed nor marked
     return bridge
@@ -191,11 +192,11 @@ def test_a_fire_during_a_drain_leaves_its_last_batch_for_the_next_drain_to_confi
         app: Celery, standalone: Store) -> None:
     queue = app.conf.task_default_queue
     bridge = _carrying(app, standalone, schedules=6, fired=3)
-    assert bridge.due() and len(standalone.pending_celery_jobs("bt", 10)) == 3
+    assert bridge.due() and len(standalone.outbox.pending_celery_jobs("bt", 10)) == 3
     fire(standalone, ["s3", "s4", "s5"])
     bridge.wake = lambda: None  # type: ignore[method-assign]  # no further fires
     assert bridge.drain() == 6  # the new jobs sent, then both batches confirmed
-    assert standalone.pending_celery_jobs("bt", 10) == []
+    assert standalone.outbox.pending_celery_jobs("bt", 10) == []
     bridge.close()
     ids = [m.headers["id"] for m in consume(app, queue, 6, then_wait=0.5)]
     assert sorted(ids) == _fire_ids(6)
@@ -206,7 +207,7 @@ def test_a_database_error_after_a_drain_left_a_batch_in_flight_sends_it_once(
     queue = app.conf.task_default_queue
     bridge = _carrying(app, standalone, schedules=4, fired=2)
     fire(standalone, ["s2", "s3"])
-    read = standalone.pending_celery_jobs
+    read = standalone.outbox.pending_celery_jobs
     failures = iter([StoreError("the database went away")])
 
     def failing_once(*args: Any, **kwargs: Any) -> Any:
@@ -214,14 +215,14 @@ def test_a_database_error_after_a_drain_left_a_batch_in_flight_sends_it_once(
             raise error
         return read(*args, **kwargs)
 
-    standalone.pending_celery_jobs = failing_once  # type: ignore[method-assign]
+    standalone.outbox.pending_celery_jobs = failing_once  # type: ignore[method-assign]
     with pytest.raises(StoreError):
         bridge.drain()
     assert bridge.due()
     published = bridge.drain()
     while bridge.due():
         published += bridge.drain()
-    assert published == 4 and standalone.pending_celery_jobs("bt", 10) == []
+    assert published == 4 and standalone.outbox.pending_celery_jobs("bt", 10) == []
     bridge.close()
     ids = [m.headers["id"] for m in consume(app, queue, 4, then_wait=0.5)]
     assert sorted(ids) == _fire_ids(4)
@@ -236,7 +237,7 @@ def test_a_deposed_bridge_confirms_the_batch_it_left_in_flight_and_sends_nothing
     assert bridge.due()
     assert bridge.drain() == 2  # the batch in flight, confirmed and marked
     assert not bridge.due()
-    assert {j["cron_name"] for j in standalone.pending_celery_jobs("bt", 10)} == {"s2", "s3"}
+    assert {j["cron_name"] for j in standalone.outbox.pending_celery_jobs("bt", 10)} == {"s2", "s3"}
     bridge.close()
     ids = [m.headers["id"] for m in consume(app, queue, 2, then_wait=0.5)]
     assert sorted(ids) == _fire_ids(2)
@@ -248,8 +249,8 @@ def test_manual_triggers_go_first_and_pages_miss_nothing(app: Celery,
     register(standalone, app, {f"s{i}": {"task": "t.x", "schedule": 60, "args": [i],
                                          "options": {"queue": queue}} for i in range(4)})
     fire(standalone, [f"s{i}" for i in range(4)], minutes=2)
-    triggered = [standalone.trigger("s3"), standalone.trigger("s0")]
-    bridge = Bridge(app, standalone, deployment="bt", batch_size=3)  # pages end mid-fire
+    triggered = [standalone.schedules.trigger("s3"), standalone.schedules.trigger("s0")]
+    bridge = Bridge(app, standalone.outbox, deployment="bt", batch_size=3)  # pages end mid-fire
     assert bridge.drain() == 10
     bridge.close()
     messages = consume(app, queue, 10)
@@ -273,9 +274,10 @@ def test_a_long_backlog_is_resumed_then_passed_again_from_the_start(app: Celery,
     register(standalone, app, {f"s{i}": {"task": "t.x", "schedule": 60, "args": [i],
                                          "options": {"queue": queue}} for i in range(3)})
     fire(standalone, ["s0", "s1", "s2"], minutes=2)
-    bridge = Bridge(app, standalone, deployment="bt", batch_size=2, budget=0)  # a page a drain
+    # A page a drain.
+    bridge = Bridge(app, standalone.outbox, deployment="bt", batch_size=2, budget=0)
     counts = [bridge.drain()]
-    triggered = standalone.trigger("s0")  # sorts before everything, behind the cursor
+    triggered = standalone.schedules.trigger("s0")  # sorts before everything, behind the cursor
     for _ in range(4):
         counts.append(bridge.drain())
     bridge.close()
@@ -300,11 +302,11 @@ def test_jobs_of_other_deployments_and_awa_dispatch_are_left_alone(app: Celery,
     register(standalone, app, {"mine": {"task": "t.x", "schedule": 60}}, deployment="bt")
     register(standalone, app, {"theirs": {"task": "t.x", "schedule": 60}}, deployment="other")
     rows = [spec_from_entry("awa-job", {"task": "t.x", "schedule": 60}).row("bt")]
-    standalone.sync(rows, deployment="bt")
+    standalone.schedules.sync(rows, deployment="bt")
     c = connect(standalone.conninfo)
     c.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s", (T0,))
     fire(standalone, ["mine", "theirs", "awa-job"])
-    bridge = Bridge(app, standalone, deployment="bt")
+    bridge = Bridge(app, standalone.outbox, deployment="bt")
     assert bridge.drain() == 1
     bridge.close()
     states = dict(c.execute("SELECT metadata ->> 'cron_name', state::text FROM awa.jobs"))
@@ -323,7 +325,7 @@ def test_broker_outage_logs_once_then_drains_when_back(app: Celery, standalone: 
     fire(standalone, ["a"], minutes=3)
     app.conf.broker_url = good.replace("5672", "1").replace("6379", "1")
     app.conf.broker_connection_timeout = 1
-    bridge = Bridge(app, standalone, deployment="bt")
+    bridge = Bridge(app, standalone.outbox, deployment="bt")
     with caplog.at_level(logging.INFO, logger="awa_beat.bridge"):
         for _ in range(3):
             bridge._retry_at = 0  # skip the backoff wait
@@ -348,7 +350,7 @@ def test_connection_dropped_mid_drain_republishes_with_the_same_ids(
     register(standalone, app, {f"s{i}": {"task": "t.x", "schedule": 60,
                                          "options": {"queue": queue}} for i in range(10)})
     fire(standalone, [f"s{i}" for i in range(10)])
-    bridge = Bridge(app, standalone, deployment="bt")
+    bridge = Bridge(app, standalone.outbox, deployment="bt")
     publisher = bridge._publisher
     publisher.open()
     transport = publisher.conn.connection.transport
@@ -381,7 +383,7 @@ def test_connection_dropped_mid_drain_republishes_with_the_same_ids(
 def test_retention_deletes_only_old_published_jobs(app: Celery, standalone: Store) -> None:
     register(standalone, app, {"a": {"task": "t.x", "schedule": 60}})
     fire(standalone, ["a"], minutes=3)
-    bridge = Bridge(app, standalone, deployment="bt", retention=timedelta(days=7))
+    bridge = Bridge(app, standalone.outbox, deployment="bt", retention=timedelta(days=7))
     assert bridge.drain() == 3
     bridge.close()
     c = connect(standalone.conninfo)
@@ -404,7 +406,7 @@ def test_messages_copied_from_a_template_equal_what_celery_builds(app: Celery,
         entry["options"]["headers"] = {"h": 1}  # the same options: one template
     register(standalone, app, entries)
     fire(standalone, list(entries))
-    jobs = standalone.pending_celery_jobs("bt", 10)
+    jobs = standalone.outbox.pending_celery_jobs("bt", 10)
     templated = MessageBuilder(app)
     copies = [templated.prepare(job) for job in jobs]
     assert len(templated._templates) == 1
@@ -434,7 +436,7 @@ def test_a_batch_reaches_the_socket_in_a_few_writes_whole_and_in_order(
     register(standalone, app, {name: {"task": "t.x", "schedule": 60, "args": [name],
                                       "options": {"queue": queue}} for name in names})
     fire(standalone, names)
-    bridge = Bridge(app, standalone, deployment="bt")
+    bridge = Bridge(app, standalone.outbox, deployment="bt")
     bridge._publisher.open()
     transport = bridge._publisher.conn.connection.transport
     sendall, writes = transport._write, []
@@ -478,8 +480,8 @@ def test_a_bug_inside_a_drain_propagates_and_is_no_outage(app: Celery, standalon
     register(standalone, app, {f"s{i}": {"task": "t.x", "schedule": 60,
                                          "options": {"queue": queue}} for i in range(4)})
     fire(standalone, [f"s{i}" for i in range(4)])
-    bridge = Bridge(app, standalone, deployment="bt", batch_size=2)
-    read = standalone.pending_celery_jobs
+    bridge = Bridge(app, standalone.outbox, deployment="bt", batch_size=2)
+    read = standalone.outbox.pending_celery_jobs
     pages: list[int] = []
 
     def second_page_breaks(*args: Any, **kwargs: Any) -> Any:
@@ -488,7 +490,7 @@ def test_a_bug_inside_a_drain_propagates_and_is_no_outage(app: Celery, standalon
             raise TypeError("a bug, not a broker outage")
         return read(*args, **kwargs)
 
-    monkeypatch.setattr(standalone, "pending_celery_jobs", second_page_breaks)
+    monkeypatch.setattr(standalone.outbox, "pending_celery_jobs", second_page_breaks)
     with caplog.at_level(logging.DEBUG, logger="awa_beat.bridge"), \
             pytest.raises(TypeError, match="a bug"):
         bridge.drain()
@@ -511,7 +513,7 @@ def test_a_job_celery_cannot_build_is_marked_failed_and_the_rest_published(
                 "options": {"queue": queue, "serializer": "no-such-serializer"}},
         "good": {"task": "t.x", "schedule": 60, "options": {"queue": queue}}})
     fire(standalone, ["bad", "good"])
-    bridge = Bridge(app, standalone, deployment="bt")
+    bridge = Bridge(app, standalone.outbox, deployment="bt")
     with caplog.at_level(logging.INFO, logger="awa_beat.bridge"):
         assert bridge.drain() == 1
     bridge.close()
@@ -541,13 +543,14 @@ def test_the_fence_reads_nothing_once_the_leaders_lock_session_is_gone(
     try:
         assert leader.try_acquire() and leader.backend_pid is not None
         fence = Fence(leader.backend_pid, 4242)
-        assert len(standalone.pending_celery_jobs("bt", 10, fence=fence)) == 1
-        assert standalone.pending_celery_jobs("bt", 10, fence=Fence(fence.backend_pid, 1)) == []
+        assert len(standalone.outbox.pending_celery_jobs("bt", 10, fence=fence)) == 1
+        assert standalone.outbox.pending_celery_jobs(
+            "bt", 10, fence=Fence(fence.backend_pid, 1)) == []
         c = connect(standalone.conninfo)
         c.execute("SELECT pg_terminate_backend(%s)", (leader.backend_pid,))
         wait_for(other.try_acquire, 10, "the lock to be free")  # the leader has not noticed
-        assert standalone.pending_celery_jobs("bt", 10, fence=fence) == []
-        assert len(standalone.pending_celery_jobs(
+        assert standalone.outbox.pending_celery_jobs("bt", 10, fence=fence) == []
+        assert len(standalone.outbox.pending_celery_jobs(
             "bt", 10, fence=Fence(other.backend_pid or 0, 4242))) == 1
         c.close()
     finally:
@@ -564,7 +567,7 @@ def test_a_new_leader_connects_to_the_broker_before_its_first_fire(
     register(standalone, app, {"w": {"task": "t.w", "schedule": 60,
                                      "options": {"queue": queue}}})
     leader = Leadership(standalone.conninfo, 4243)
-    bridge = Bridge(app, standalone, deployment="bt")
+    bridge = Bridge(app, standalone.outbox, deployment="bt")
     try:
         assert leader.try_acquire() and leader.backend_pid is not None
         assert bridge.drain() == 0
@@ -597,7 +600,7 @@ def test_a_new_leaders_warm_up_against_a_broker_that_is_away_reports_nothing(
     app.conf.broker_url = good.replace("5672", "1").replace("6379", "1")
     app.conf.broker_connection_timeout = 1
     leader = Leadership(standalone.conninfo, 4244)
-    bridge = Bridge(app, standalone, deployment="bt")
+    bridge = Bridge(app, standalone.outbox, deployment="bt")
     try:
         assert leader.try_acquire() and leader.backend_pid is not None
         bridge.lead(Fence(leader.backend_pid, 4244))

@@ -10,7 +10,7 @@ from celery.schedules import crontab
 from click.testing import CliRunner
 
 from awa_beat._cli import main
-from awa_beat._db.store import connect
+from awa_beat._db.database import connect
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from awa_beat._celery.command import command as celery_awa
 from awa_beat._cli import main
-from awa_beat._db.store import connect
+from awa_beat._db.database import connect
 from tests.apps import celery_app
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,9 @@ from celery.schedules import crontab
 
 from awa_beat._beat.node import BeatNode
 from awa_beat._config import Settings
-from awa_beat._db.store import Store, SyncBatch
+from awa_beat._db.batches import SyncBatch
+from awa_beat._db.schedules import ScheduleStore
+from awa_beat._db.store import Store
 from awa_beat._schedules.spec import ScheduleSpec, specs_from_beat_schedule
 
 pytestmark = pytest.mark.integration
@@ -40,24 +42,24 @@ def sync_whole(store: Store, rows: list[dict[str, Any]], digest: str,
     half = len(rows) // 2
     batches = [SyncBatch.encode(rows[:half], deployment),
                SyncBatch.encode(rows[half:], deployment)]
-    store.record_config(deployment, digest, store.sync_all(batches))
+    store.schedules.record_config(deployment, digest, store.schedules.sync_all(batches))
 
 
 def test_a_synced_configuration_stays_in_force_through_fires_and_pauses(
         store: Store, conn: psycopg.Connection) -> None:
     rows = [row(f"s{i}", cron_expr=f"{i} * * * *") for i in range(5)]
-    assert not store.config_in_force("proj", "d1")  # nothing recorded yet
+    assert not store.schedules.config_in_force("proj", "d1")  # nothing recorded yet
     sync_whole(store, rows, "d1")
-    assert store.config_in_force("proj", "d1")
-    assert not store.config_in_force("proj", "d2")  # another configuration
-    assert not store.config_in_force("other", "d1")  # another deployment's record
+    assert store.schedules.config_in_force("proj", "d1")
+    assert not store.schedules.config_in_force("proj", "d2")  # another configuration
+    assert not store.schedules.config_in_force("other", "d1")  # another deployment's record
     # Fires (Awa's statement and ours set the cursor and updated_at) and pauses change
     # no definition.
     conn.execute("UPDATE awa.cron_jobs SET last_enqueued_at = now(), updated_at = now()")
-    store.pause("s1", by="ops")
-    store.resume("s1")
-    store.pause("s2", by="ops")
-    assert store.config_in_force("proj", "d1")
+    store.schedules.pause("s1", by="ops")
+    store.schedules.resume("s1")
+    store.schedules.pause("s2", by="ops")
+    assert store.schedules.config_in_force("proj", "d1")
 
 
 @pytest.mark.parametrize("change", [
@@ -76,9 +78,9 @@ def test_any_write_to_a_definition_or_an_owner_ends_it(
     sync_whole(store, rows, "d1")
     conn.execute("INSERT INTO awa.cron_jobs (name, cron_expr, kind)"
                  " VALUES ('stray', '* * * * *', 'app.tasks.tick')")
-    assert store.config_in_force("proj", "d1")  # a row of no deployment counts for none
+    assert store.schedules.config_in_force("proj", "d1")  # a row of no deployment counts for none
     conn.execute(change)
-    assert not store.config_in_force("proj", "d1")
+    assert not store.schedules.config_in_force("proj", "d1")
 
 
 def test_a_resync_that_restores_the_rows_restores_it(store: Store,
@@ -87,20 +89,20 @@ def test_a_resync_that_restores_the_rows_restores_it(store: Store,
     sync_whole(store, rows, "d1")
     # A replica of an older configuration re-asserts its own definition of s1 (a rolling
     # deploy), then a replica of this one re-asserts it back.
-    store.sync([row("s1", cron_expr="0 * * * *")], deployment="proj")
-    assert not store.config_in_force("proj", "d1")
-    store.sync(rows, deployment="proj")
-    assert store.config_in_force("proj", "d1")
+    store.schedules.sync([row("s1", cron_expr="0 * * * *")], deployment="proj")
+    assert not store.schedules.config_in_force("proj", "d1")
+    store.schedules.sync(rows, deployment="proj")
+    assert store.schedules.config_in_force("proj", "d1")
 
 
 def test_a_configuration_with_a_row_written_at_run_time_syncs_every_start(
         store: Store, conn: psycopg.Connection) -> None:
     # The sync leaves that row alone, so the rows never come to what the configuration
     # says: the record describes the configuration, not what happened to be stored.
-    store.sync([row("taken")], deployment="proj")
+    store.schedules.sync([row("taken")], deployment="proj")
     conn.execute("UPDATE awa_beat.schedules SET owner = 'runtime' WHERE name = 'taken'")
     sync_whole(store, [row("s0"), row("taken", queue="other")], "d1")
-    assert not store.config_in_force("proj", "d1")
+    assert not store.schedules.config_in_force("proj", "d1")
 
 
 
@@ -112,7 +114,7 @@ def test_a_number_written_differently_is_written_as_configured(
     sync_whole(store, [row("s0", args={"x": 30.0}), row("s1")], "d2")
     assert conn.execute("SELECT args::text FROM awa.cron_jobs WHERE name = 's0'"
                         ).fetchone() == ('{"x": 30.0}',)
-    assert store.config_in_force("proj", "d2")
+    assert store.schedules.config_in_force("proj", "d2")
 
 def specs(**over: Any) -> list[ScheduleSpec]:
     return specs_from_beat_schedule({
@@ -124,13 +126,13 @@ def specs(**over: Any) -> list[ScheduleSpec]:
 def calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every sync statement a beat sends."""
     sent: list[str] = []
-    real = Store.sync
+    real = ScheduleStore.sync
 
-    def sync(self: Store, batch: Any, **kw: Any) -> Any:
+    def sync(self: ScheduleStore, batch: Any, **kw: Any) -> Any:
         sent.append("sync")
         return real(self, batch, **kw)
 
-    monkeypatch.setattr(Store, "sync", sync)
+    monkeypatch.setattr(ScheduleStore, "sync", sync)
     return sent
 
 

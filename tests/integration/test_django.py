@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from awa_beat._db.store import connect
+from awa_beat._db.database import connect
 from awa_beat._testing import TempDatabases
 
 pytestmark = pytest.mark.integration

@@ -25,7 +25,7 @@ def add(store: Store, conn: psycopg.Connection, name: str, cron_expr: str, curso
            "queue": "default", "args": {"args": [], "kwargs": {}}, "priority": 2,
            "max_attempts": 25, "tags": [], "metadata": {}, "missed_fire_policy": "coalesce"}
     row.update(over)
-    store.sync([row], deployment="test")
+    store.schedules.sync([row], deployment="test")
     conn.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s WHERE name = %s",
                  (cursor, name))
 
@@ -98,12 +98,12 @@ def test_wait_is_the_time_until_the_next_fire(store: Store, conn) -> None:
 
 def test_paused_rows_are_skipped_and_resume_is_noticed(store: Store, conn) -> None:
     add(store, conn, "p", "* * * * *", T0)
-    store.pause("p", by="test")
+    store.schedules.pause("p", by="test")
     clock = Clock(T0 + timedelta(minutes=5))
     engine = Engine(store, clock=clock)
     engine.run_pass()
     assert fired(conn, "p") == []
-    store.resume("p")
+    store.schedules.resume("p")
     clock.advance(seconds=1)
     engine.run_pass()  # the refresh sees the resume
     engine.run_pass()
@@ -122,7 +122,7 @@ def test_new_changed_and_removed_rows_are_noticed_on_refresh(store: Store, conn)
     engine.run_pass()
     engine.run_pass()
     assert fired(conn, "a") == fired(conn, "b") == ["2026-03-02 12:01:00+00"]
-    store.remove("b")
+    store.schedules.remove("b")
     clock.advance(seconds=1)
     engine.run_pass()
     assert {row.name for row in engine.rows()} == {"a"}
@@ -284,7 +284,7 @@ def test_a_reload_keeps_the_rows_it_holds_and_drops_a_deleted_one_an_insert_hide
     engine.load()
     held = dict(engine._entries)
     # A delete and an insert: the row count is the same as before.
-    store.remove("b")
+    store.schedules.remove("b")
     add(store, conn, "d", "0 0 1 1 *", T0)
     conn.execute("UPDATE awa.cron_jobs SET cron_expr = '0 0 2 1 *', updated_at = now()"
                  " WHERE name = 'c'")

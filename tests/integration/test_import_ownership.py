@@ -66,8 +66,8 @@ def test_the_statement_itself_leaves_a_runtime_row_alone(db_url: str, conn) -> N
            "priority": 2, "max_attempts": 25, "tags": [], "metadata": {},
            "missed_fire_policy": "coalesce"}
     with Store(db_url) as store:
-        store.import_schedules([row], [None], [None], deployment="other")
+        store.schedules.import_schedules([row], [None], [None], deployment="other")
         assert stored(conn, "report") == before
-        store.import_schedules([row], [None], [None], deployment="other", force=True)
+        store.schedules.import_schedules([row], [None], [None], deployment="other", force=True)
     assert stored(conn, "report")[:2] == ("0 8 * * *", "t.imported")
     assert stored(conn, "report")[3:] == ("config", "other")

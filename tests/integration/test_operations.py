@@ -33,10 +33,10 @@ def row(name: str, **over: Any) -> dict[str, Any]:
 @pytest.fixture
 def ops(db_url: str) -> Iterator[Operations]:
     with Store(db_url) as store:
-        store.sync([row("daily"),
-                    row("every-90s", cron_expr="@every 90s", timezone="UTC"),
-                    row("to-celery", metadata={"celery": {"dispatch": "celery"}})],
-                   deployment="proj")
+        store.schedules.sync([row("daily"),
+                              row("every-90s", cron_expr="@every 90s", timezone="UTC"),
+                              row("to-celery", metadata={"celery": {"dispatch": "celery"}})],
+                             deployment="proj")
     configured = ["daily", "every-90s"]  # to-celery has left the app's beat_schedule
     with Operations.open(db_url, clock=FakeClock(NOW), deployment="proj",
                          configured=lambda: configured) as ops:
@@ -111,9 +111,9 @@ def test_status_leaders_standbys_and_backlog(ops: Operations, db_url: str,
     started = datetime.now(UTC)
     beat = {"host": "h", "pid": os.getpid(), "deployment": "proj", "lock_key": key,
             "started_at": started, "last_lag_ms": 3.5}
-    ops.store.heartbeat(identity="leader", role="leader", leader_since=started, **beat)
-    ops.store.heartbeat(identity="standby", role="standby", leader_since=None,
-                        **{**beat, "pid": 1})
+    ops.store.cluster.heartbeat(identity="leader", role="leader", leader_since=started, **beat)
+    ops.store.cluster.heartbeat(identity="standby", role="standby", leader_since=None,
+                                **{**beat, "pid": 1})
     assert ops.cluster.status().leaders == []  # no lock held: not really a leader
     lock = Leadership(db_url, key)
     assert lock.try_acquire()
@@ -166,6 +166,6 @@ def test_diagnose_an_unreachable_database() -> None:
 
 def test_operations_without_a_configuration_flag_no_orphans(db_url: str) -> None:
     with Operations.open(db_url) as ops:
-        ops.store.sync([row("daily")], deployment="proj")
+        ops.store.schedules.sync([row("daily")], deployment="proj")
         assert ops.orphans() is None
         assert [v.orphan for v in ops.schedules()] == [False]

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from awa_beat._db.database import connect
 from awa_beat._db.records import Coalesced, FireRequest
-from awa_beat._db.store import Store, connect
+from awa_beat._db.store import Store
 from awa_beat._engine.engine import Engine
 from awa_beat._ops.operations import Operations
 from awa_beat._schedules.spec import spec_from_entry
@@ -25,7 +26,7 @@ TEXT = "%Y-%m-%d %H:%M:%S+00"
 def register(store: Store, name: str, dispatch: str = "celery", **awa: Any) -> None:
     spec = spec_from_entry(name, {"task": "t.run", "schedule": 60.0,
                                   "options": {"awa_beat": {"dispatch": dispatch, **awa}}})
-    store.sync([spec.row("proj")], deployment="proj")
+    store.schedules.sync([spec.row("proj")], deployment="proj")
     with connect(store.conninfo) as c:
         c.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s WHERE name = %s", (T0, name))
 
@@ -40,7 +41,7 @@ def finish(store: Store, name: str, fire_time: datetime, state: str = "succeeded
     from awa_beat._bridge.messages import fire_task_id
 
     text = fire_time.strftime(TEXT)
-    store.record_outcomes(outcome_params([Report(
+    store.outcomes.record(outcome_params([Report(
         fire_task_id(name, text, 0), name, text, None, state,
         finished_at=datetime.now(UTC), runtime=0.5)]))
 
@@ -114,19 +115,19 @@ def test_reports_merge_into_one_row_and_claims_refuse_a_second_run(store: Store)
                  runtime=1.5, error="ValueError: boom")
     (merged,) = merge([start, end])
     assert (merged.state, merged.started_at, merged.worker) == ("failed", now, "w1")
-    store.record_outcomes(outcome_params([merged]))
+    store.outcomes.record(outcome_params([merged]))
     run = {"task_id": "tid2", "schedule": "s", "fire_time": None, "job_id": 8,
            "retries": 0, "started_at": now, "worker": "w1"}
-    assert store.claim_outcome(**run)
-    assert not store.claim_outcome(**run)  # the duplicate delivery
-    store.record_outcomes(outcome_params([Report("tid2", "s", None, 8, "retried")]))
-    assert store.claim_outcome(**{**run, "retries": 1})  # a retry runs again
+    assert store.outcomes.claim(**run)
+    assert not store.outcomes.claim(**run)  # the duplicate delivery
+    store.outcomes.record(outcome_params([Report("tid2", "s", None, 8, "retried")]))
+    assert store.outcomes.claim(**{**run, "retries": 1})  # a retry runs again
     with connect(store.conninfo) as c:
         rows = {r[0]: r[1:] for r in c.execute(
             "SELECT task_id, state, duplicates, error FROM awa_beat.outcomes")}
     assert rows["tid"] == ("failed", 0, "ValueError: boom")
     assert rows["tid2"] == ("started", 1, None)
-    assert store.purge_outcomes(timedelta(days=1)) == 0
+    assert store.outcomes.purge(timedelta(days=1)) == 0
 
 
 def test_overdue_lists_missed_failed_and_late_schedules(store: Store) -> None:

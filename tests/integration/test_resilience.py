@@ -14,9 +14,10 @@ from celery import Celery
 from awa_beat._bridge import Bridge
 from awa_beat._celery.scheduler import Scheduler, configured_entries
 from awa_beat._config import Settings
+from awa_beat._db.database import connect
 from awa_beat._db.lock import Leadership
 from awa_beat._db.records import FireRequest
-from awa_beat._db.store import Store, connect
+from awa_beat._db.store import Store
 from awa_beat._engine.engine import Engine
 from awa_beat._schedules.spec import spec_from_entry
 from awa_beat._testing import FakeClock as Clock
@@ -49,7 +50,7 @@ def test_no_pooled_connection_is_a_store_error(db_url: str) -> None:
         held.wait(10)
         try:
             with pytest.raises(StoreError, match="no database connection"):
-                store.schedules()
+                store.schedules.list_all()
         finally:
             release.set()
             holder.join()
@@ -64,7 +65,7 @@ def _row(name: str, **over: Any) -> dict[str, Any]:
 def test_a_failed_fire_is_retried_within_a_second(db_url: str, monkeypatch) -> None:
     t0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
     with Store(db_url) as store:
-        store.sync([_row("a")], deployment="d")
+        store.schedules.sync([_row("a")], deployment="d")
         c = connect(db_url)
         c.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s", (t0,))
         clock = Clock(t0 + timedelta(minutes=1))
@@ -91,8 +92,8 @@ def test_a_failed_fire_is_retried_within_a_second(db_url: str, monkeypatch) -> N
 def test_a_row_whose_job_breaks_awas_limits_does_not_spin(db_url: str, caplog) -> None:
     t0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
     with Store(db_url) as store:
-        store.sync([_row("good"), _row("tags", tags=[f"t{i}" for i in range(21)])],
-                   deployment="d")
+        store.schedules.sync([_row("good"), _row("tags", tags=[f"t{i}" for i in range(21)])],
+                             deployment="d")
         c = connect(db_url)
         c.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s", (t0,))
         c.close()
@@ -124,11 +125,11 @@ def test_bridge_ignores_publish_retry_options_and_fails_only_bad_jobs(db_url: st
                                "awa_beat": {"dispatch": "celery"}}),
                     ("bad", {"serializer": "no-such-serializer",
                              "awa_beat": {"dispatch": "celery"}})]]
-        store.sync(rows, deployment="d")
+        store.schedules.sync(rows, deployment="d")
         c = connect(db_url)
         c.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s", (t0,))
         store.fire([FireRequest(n, t0, [t0 + timedelta(minutes=1)]) for n in ("retry", "bad")])
-        bridge = Bridge(app, store, deployment="d")
+        bridge = Bridge(app, store.outbox, deployment="d")
         assert bridge.drain() == 1
         bridge.close()
         states = dict(c.execute("SELECT metadata ->> 'cron_name', state::text FROM awa.jobs"))

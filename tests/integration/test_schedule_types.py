@@ -28,7 +28,7 @@ def register(store: Store, conn: psycopg.Connection, name: str, schedule: Any,
     awa.setdefault("missed_fire_policy", "catch_up")
     spec = spec_from_entry(name, {"task": "t.k", "schedule": schedule,
                                   "options": {"awa_beat": awa}})
-    store.sync([spec.row()], deployment="test")
+    store.schedules.sync([spec.row()], deployment="test")
     conn.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s WHERE name = %s",
                  (cursor, name))
     return spec.cron_expr
@@ -78,7 +78,7 @@ def test_a_one_off_fires_once_with_two_engines_racing(store: Store, conn, db_url
     for name in names:
         assert fired(conn, name) == ["2026-03-02 12:00:30+00"], name
         assert runs(conn, name) == 1
-        row = store.get(name)
+        row = store.schedules.get(name)
         assert row.retired and row.paused_by == RETIRED_BY
         assert row.last_enqueued_at == T0 + timedelta(seconds=30)
         assert next_fire(row, clock()) == (None, None)
@@ -91,29 +91,29 @@ def test_max_runs_stops_at_n_counted_by_the_statement(store: Store, conn) -> Non
     engine.run_pass()  # ten fires are due; the statement lets three through
     assert fired(conn, "three") == [f"2026-03-02 12:00:0{s}+00" for s in (1, 2, 3)]
     assert runs(conn, "three") == 3
-    row = store.get("three")
+    row = store.schedules.get("three")
     assert row.retired and row.last_enqueued_at == T0 + timedelta(seconds=3)
     # Resumed, it has no run left: the next fire retires it again and inserts nothing.
-    store.resume("three")
+    store.schedules.resume("three")
     clock.advance(seconds=5)
     for _ in range(3):
         engine.refresh_soon()
         engine.run_pass()
     assert len(fired(conn, "three")) == 3 and runs(conn, "three") == 3
-    assert store.get("three").retired
+    assert store.schedules.get("three").retired
 
 
 def test_max_runs_counts_across_passes_and_engines(store: Store, conn) -> None:
     register(store, conn, "two", "* * * * *", T0, max_runs=2, missed_fire_policy="coalesce")
     clock = FakeClock(T0 + timedelta(minutes=1, seconds=1))
     Engine(store, clock=clock).run_pass()
-    assert runs(conn, "two") == 1 and not store.get("two").retired
+    assert runs(conn, "two") == 1 and not store.schedules.get("two").retired
     clock.advance(minutes=1)
     Engine(store, clock=clock).run_pass()  # another process, same count
     clock.advance(minutes=5)
     Engine(store, clock=clock).run_pass()
     assert fired(conn, "two") == ["2026-03-02 12:01:00+00", "2026-03-02 12:02:00+00"]
-    assert store.get("two").retired
+    assert store.schedules.get("two").retired
 
 
 def test_end_time_stops_and_start_time_waits(store: Store, conn) -> None:
@@ -126,7 +126,7 @@ def test_end_time_stops_and_start_time_waits(store: Store, conn) -> None:
     engine.run_pass()
     assert fired(conn, "window") == ["2026-03-02 12:02:00+00", "2026-03-02 12:03:00+00",
                                      "2026-03-02 12:04:00+00"]
-    row = store.get("window")
+    row = store.schedules.get("window")
     assert not row.retired and next_fire(row, clock()) == (None, None)
     assert runs(conn, "window") is None  # no run limit, nothing counted
 
@@ -135,5 +135,5 @@ def test_removing_a_schedule_forgets_its_run_count(store: Store, conn) -> None:
     register(store, conn, "gone", at(T0 + timedelta(seconds=5)), T0)
     Engine(store, clock=FakeClock(T0 + timedelta(seconds=6))).run_pass()
     assert runs(conn, "gone") == 1
-    assert store.remove("gone")
+    assert store.schedules.remove("gone")
     assert runs(conn, "gone") is None

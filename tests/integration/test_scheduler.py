@@ -16,7 +16,7 @@ from celery import Celery
 from celery.schedules import crontab
 
 from awa_beat._celery.scheduler import Scheduler
-from awa_beat._db.store import connect
+from awa_beat._db.database import connect
 from awa_beat._testing import FakeClock as Clock
 from tests.apps import celery_app
 
@@ -376,6 +376,7 @@ def test_sigterm_during_start_up_stops_beat_and_starts_nothing_twice(databases,
     from celery import beat
     from psycopg.conninfo import conninfo_to_dict
 
+    from awa_beat._db.schedules import ScheduleStore
     from awa_beat._db.store import Store
     from awa_beat._testing import wait_for
 
@@ -385,20 +386,20 @@ def test_sigterm_during_start_up_stops_beat_and_starts_nothing_twice(databases,
                            scheduler_cls=Scheduler)
     opened: list[Store] = []
     signalled: list[bool] = []
-    real_open, real_sync = Store.open, Store.sync
+    real_open, real_sync = Store.open, ScheduleStore.sync
 
     def counting_open(self: Store, *args: Any, **kwargs: Any) -> Store:
         opened.append(self)
         return real_open(self, *args, **kwargs)
 
-    def signal_in_sync(self: Store, *args: Any, **kwargs: Any) -> Any:
+    def signal_in_sync(self: ScheduleStore, *args: Any, **kwargs: Any) -> Any:
         if not signalled:
             signalled.append(True)
             os.kill(os.getpid(), signal.SIGTERM)  # its handler runs inside this sync
         return real_sync(self, *args, **kwargs)
 
     monkeypatch.setattr(Store, "open", counting_open)
-    monkeypatch.setattr(Store, "sync", signal_in_sync)
+    monkeypatch.setattr(ScheduleStore, "sync", signal_in_sync)
     with celery_stop_handler(service):
         try:
             with pytest.raises(SystemExit):

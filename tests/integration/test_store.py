@@ -9,8 +9,10 @@ from typing import Any
 import psycopg
 import pytest
 
+from awa_beat._db.database import connect
 from awa_beat._db.records import FireRequest, SyncResult
-from awa_beat._db.store import Store, connect, fire_params, fire_query
+from awa_beat._db.schedules import ScheduleStore
+from awa_beat._db.store import Store, fire_params
 from awa_beat._testing import wait_for
 from awa_beat.errors import NotFound, StoreError
 
@@ -58,9 +60,9 @@ def test_migrate_is_idempotent_and_versioned(store: Store, layout: str) -> None:
 
 def test_sync_creates_rows_with_cursor_at_registration(store: Store, conn) -> None:
     before = conn.execute("SELECT date_trunc('second', now())").fetchone()[0]
-    result = store.sync([row("a"), row("b")], deployment="proj")
+    result = store.schedules.sync([row("a"), row("b")], deployment="proj")
     assert (result.inserted, result.updated, result.unchanged) == (2, 0, 0)
-    a = store.get("a")
+    a = store.schedules.get("a")
     assert a.deployment == "proj"
     assert a.args == {"args": [1], "kwargs": {"x": "y"}}
     # The cursor is the registration second: nothing before it ever fires.
@@ -70,7 +72,7 @@ def test_sync_creates_rows_with_cursor_at_registration(store: Store, conn) -> No
 
 def test_rows_read_together_share_one_object_per_instant(store: Store, conn,
                                                          monkeypatch) -> None:
-    store.sync([row("a"), row("b"), row("c")], deployment="proj")
+    store.schedules.sync([row("a"), row("b"), row("c")], deployment="proj")
     set_cursor(conn, "c", T0 + timedelta(microseconds=250))
     stored = {r[0]: r[1:] for r in conn.execute(
         "SELECT name, last_enqueued_at, created_at, updated_at, paused_at FROM awa.cron_jobs")}
@@ -98,43 +100,43 @@ def test_rows_read_together_share_one_object_per_instant(store: Store, conn,
 
 
 def test_resync_is_additive_and_keeps_cursor_pause_and_created_at(store: Store, conn) -> None:
-    store.sync([row("a"), row("b")], deployment="proj")
+    store.schedules.sync([row("a"), row("b")], deployment="proj")
     set_cursor(conn, "a", T0)
-    store.pause("a", by="oncall")
-    first = store.get("a")
+    store.schedules.pause("a", by="oncall")
+    first = store.schedules.get("a")
     # Not the calendar: a change of it moves the cursor (tests/integration/test_sync_cursor.py).
-    result = store.sync([row("a", kind="app.tasks.tock")], deployment="proj")
+    result = store.schedules.sync([row("a", kind="app.tasks.tock")], deployment="proj")
     assert (result.inserted, result.updated, result.unchanged) == (0, 1, 0)
-    after = store.get("a")
+    after = store.schedules.get("a")
     assert after.kind == "app.tasks.tock"
     assert after.last_enqueued_at == T0
     assert after.paused_at == first.paused_at and after.paused_by == "oncall"
     assert after.created_at == first.created_at
-    changed = store.sync([row("a", kind="app.tasks.tock", cron_expr="*/5 * * * *")],
-                         deployment="proj")
-    assert changed.updated == 1 and store.get("a").last_enqueued_at > T0
-    assert store.get("a").paused_by == "oncall"
-    assert {r.name for r in store.schedules()} == {"a", "b"}  # b not deleted
+    changed = store.schedules.sync([row("a", kind="app.tasks.tock", cron_expr="*/5 * * * *")],
+                                   deployment="proj")
+    assert changed.updated == 1 and store.schedules.get("a").last_enqueued_at > T0
+    assert store.schedules.get("a").paused_by == "oncall"
+    assert {r.name for r in store.schedules.list_all()} == {"a", "b"}  # b not deleted
 
 
 def test_unchanged_resync_does_not_touch_updated_at(store: Store) -> None:
-    store.sync([row("a")], deployment="proj")
-    first = store.get("a").updated_at
-    result = store.sync([row("a")], deployment="proj")
+    store.schedules.sync([row("a")], deployment="proj")
+    first = store.schedules.get("a").updated_at
+    result = store.schedules.sync([row("a")], deployment="proj")
     assert (result.inserted, result.updated, result.unchanged) == (0, 0, 1)
-    assert store.get("a").updated_at == first
+    assert store.schedules.get("a").updated_at == first
 
 
 def test_unchanged_resync_writes_nothing_not_even_a_row_lock(store: Store, conn) -> None:
     # ON CONFLICT DO UPDATE locks each row it meets (xmax set, a WAL record) even when its
     # WHERE leaves the row alone; a restart with an unchanged schedule must not.
-    store.sync([row("a"), row("b")], deployment="proj")
+    store.schedules.sync([row("a"), row("b")], deployment="proj")
     conn.execute("VACUUM awa.cron_jobs")
     before = conn.execute("SELECT name, ctid, xmax::text FROM awa.cron_jobs ORDER BY name"
                           ).fetchall()
     owners = conn.execute("SELECT name, ctid, xmax::text FROM awa_beat.schedules"
                           " ORDER BY name").fetchall()
-    store.sync([row("a"), row("b", cron_expr="0 5 * * *")], deployment="proj")
+    store.schedules.sync([row("a"), row("b", cron_expr="0 5 * * *")], deployment="proj")
     after = dict((n, (c, x)) for n, c, x in conn.execute(
         "SELECT name, ctid, xmax::text FROM awa.cron_jobs ORDER BY name"))
     assert after["a"] == (before[0][1], "0")  # untouched: same tuple, never locked
@@ -145,47 +147,47 @@ def test_unchanged_resync_writes_nothing_not_even_a_row_lock(store: Store, conn)
 
 def test_sync_all_compares_batches_on_several_connections_with_one_total(
         store: Store, conn, monkeypatch) -> None:
-    from awa_beat._db.store import SyncBatch
+    from awa_beat._db.batches import SyncBatch
 
     def batches(kind: str = "app.tasks.tick") -> list[SyncBatch]:
         return [SyncBatch.encode([row(f"s{b}-{i}", kind=kind if i == 0 else "app.tasks.tick")
                                   for i in range(50)], "proj") for b in range(6)]
 
-    first = store.sync_all(batches())
+    first = store.schedules.sync_all(batches())
     assert (first.inserted, first.updated, first.unchanged) == (300, 0, 0)
-    again = store.sync_all(batches())
+    again = store.schedules.sync_all(batches())
     assert (again.inserted, again.updated, again.unchanged) == (0, 0, 300)
     # The first two batches must be under way at once: one after the other, the first
     # would wait at the barrier alone and break it.
     together = threading.Barrier(2, timeout=10)
-    real_sync = Store.sync
+    real_sync = ScheduleStore.sync
 
-    def sync(self: Store, batch: Any, **kw: Any) -> Any:
+    def sync(self: ScheduleStore, batch: Any, **kw: Any) -> Any:
         if batch.names[0] in ("s0-0", "s1-0"):
             together.wait()
         return real_sync(self, batch, **kw)
 
-    monkeypatch.setattr(Store, "sync", sync)
-    changed = store.sync_all(batches(kind="app.tasks.tock"))
+    monkeypatch.setattr(ScheduleStore, "sync", sync)
+    changed = store.schedules.sync_all(batches(kind="app.tasks.tock"))
     assert (changed.inserted, changed.updated, changed.unchanged) == (0, 6, 294)
     assert conn.execute("SELECT count(*) FILTER (WHERE kind = 'app.tasks.tock'), count(*)"
                         " FROM awa.cron_jobs").fetchone() == (6, 300)
-    assert store.sync_all([]) == SyncResult(0, 0, 0)
+    assert store.schedules.sync_all([]) == SyncResult(0, 0, 0)
 
 
 def test_sync_all_stops_at_a_refused_batch(store: Store, conn) -> None:
-    from awa_beat._db.store import SyncBatch
+    from awa_beat._db.batches import SyncBatch
 
     good = [SyncBatch.encode([row(f"g{b}-{i}") for i in range(20)], "proj") for b in range(4)]
     bad = SyncBatch.encode([row("bad", kind="app.tasks.\x00")], "proj")  # text has no NUL
     with pytest.raises(StoreError):
-        store.sync_all([*good[:2], bad, *good[2:]])
+        store.schedules.sync_all([*good[:2], bad, *good[2:]])
     assert conn.execute("SELECT count(*) FROM awa.cron_jobs WHERE name = 'bad'"
                         ).fetchone() == (0,)
 
 
 def test_fire_inserts_job_and_moves_cursor_atomically(store: Store, conn) -> None:
-    store.sync([row("a")], deployment="proj")
+    store.schedules.sync([row("a")], deployment="proj")
     set_cursor(conn, "a", T0)
     fire = T0 + timedelta(minutes=1)
     result = store.fire([FireRequest("a", T0, [fire])])
@@ -205,14 +207,14 @@ def test_fire_time_text_is_utc_whatever_the_database_timezone(store: Store, conn
     conn.execute(f'ALTER DATABASE "{dbname}" SET TimeZone TO \'Pacific/Auckland\'')
     store.close()
     with Store(store.conninfo) as fresh:
-        fresh.sync([row("a")], deployment="proj")
+        fresh.schedules.sync([row("a")], deployment="proj")
         set_cursor(conn, "a", T0)
         result = fresh.fire([FireRequest("a", T0, [T0 + timedelta(hours=3)])])
     assert result.jobs[0].fire_time == "2026-01-05 12:00:00+00"
 
 
 def test_batched_fire_many_schedules_and_catch_up_fires_in_order(store: Store, conn) -> None:
-    store.sync([row(f"s{i}") for i in range(50)], deployment="proj")
+    store.schedules.sync([row(f"s{i}") for i in range(50)], deployment="proj")
     conn.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s", (T0,))
     catch_up = [T0 + timedelta(minutes=m) for m in (1, 2, 3)]
     requests = [FireRequest(f"s{i}", T0, [T0 + timedelta(minutes=1)]) for i in range(1, 50)]
@@ -225,7 +227,7 @@ def test_batched_fire_many_schedules_and_catch_up_fires_in_order(store: Store, c
 
 
 def test_cas_lost_yields_no_job(store: Store, conn) -> None:
-    store.sync([row("a")], deployment="proj")
+    store.schedules.sync([row("a")], deployment="proj")
     set_cursor(conn, "a", T0)
     fire = T0 + timedelta(minutes=1)
     assert len(store.fire([FireRequest("a", T0, [fire])]).jobs) == 1
@@ -235,7 +237,7 @@ def test_cas_lost_yields_no_job(store: Store, conn) -> None:
 
 
 def test_null_cursor_compare_and_swap(store: Store, conn) -> None:
-    store.sync([row("a")], deployment="proj")
+    store.schedules.sync([row("a")], deployment="proj")
     set_cursor(conn, "a", None)
     assert store.fire([FireRequest("a", T0, [T0])]).jobs == []  # expected T0, stored NULL
     assert len(store.fire([FireRequest("a", None, [T0])]).jobs) == 1
@@ -244,10 +246,10 @@ def test_null_cursor_compare_and_swap(store: Store, conn) -> None:
 def test_two_connections_racing_the_same_fire_make_exactly_one_job(
     store: Store, db_url: str, conn
 ) -> None:
-    store.sync([row("a")], deployment="proj")
+    store.schedules.sync([row("a")], deployment="proj")
     set_cursor(conn, "a", T0)
     request = FireRequest("a", T0, [T0 + timedelta(minutes=1)])
-    query, params = fire_query(store.awa_owned), fire_params([request])
+    query, params = store.layout.fire_statement, fire_params([request])
     first, second = connect(db_url), connect(db_url)
     try:
         # The first fire runs but has not committed when the second one starts, so the
@@ -274,7 +276,7 @@ def test_two_connections_racing_the_same_fire_make_exactly_one_job(
 def test_connection_killed_mid_statement_leaves_neither_mark_nor_job(
     store: Store, conn, layout: str
 ) -> None:
-    store.sync([row("a")], deployment="proj")
+    store.schedules.sync([row("a")], deployment="proj")
     set_cursor(conn, "a", T0)
     # Make the insert half of the statement hang after the UPDATE half has run.
     target = "awa.jobs_hot" if layout == "awa" else "awa.jobs"
@@ -306,47 +308,48 @@ def test_connection_killed_mid_statement_leaves_neither_mark_nor_job(
 
 
 def test_pause_between_read_and_cas_blocks_the_fire(store: Store, conn) -> None:
-    store.sync([row("a")], deployment="proj")
+    store.schedules.sync([row("a")], deployment="proj")
     set_cursor(conn, "a", T0)
-    seen = store.get("a")  # the evaluator's read
-    store.pause("a", by="oncall")
+    seen = store.schedules.get("a")  # the evaluator's read
+    store.schedules.pause("a", by="oncall")
     result = store.fire([FireRequest("a", seen.last_enqueued_at, [T0 + timedelta(minutes=1)])])
     assert result.jobs == []
     assert cursor_of(conn, "a") == T0
-    store.resume("a")
+    store.schedules.resume("a")
     assert len(store.fire([FireRequest("a", T0, [T0 + timedelta(minutes=1)])]).jobs) == 1
 
 
 def test_trigger_while_paused_makes_one_job_and_keeps_cursor(store: Store, conn) -> None:
-    store.sync([row("a")], deployment="proj")
+    store.schedules.sync([row("a")], deployment="proj")
     set_cursor(conn, "a", T0)
-    store.pause("a")
-    job_id = store.trigger("a")
+    store.schedules.pause("a")
+    job_id = store.schedules.trigger("a")
     (metadata,) = conn.execute("SELECT metadata FROM awa.jobs WHERE id = %s", (job_id,)).fetchone()
     assert metadata["cron_name"] == "a" and metadata["triggered_manually"] is True
     assert "cron_fire_time" not in metadata
     assert cursor_of(conn, "a") == T0
-    assert store.get("a").paused_at is not None
+    assert store.schedules.get("a").paused_at is not None
 
 
 def test_unknown_names_raise_not_found(store: Store) -> None:
-    for call in (store.get, store.pause, store.resume, store.trigger):
+    for call in (store.schedules.get, store.schedules.pause, store.schedules.resume,
+                 store.schedules.trigger):
         with pytest.raises(NotFound, match="no schedule named 'nope'"):
             call("nope")
-    assert store.remove("nope") is False
+    assert store.schedules.remove("nope") is False
 
 
 def test_remove_keeps_fired_jobs(store: Store, conn) -> None:
-    store.sync([row("a")], deployment="proj")
-    store.trigger("a")
-    assert store.remove("a") is True
-    assert store.schedules() == []
+    store.schedules.sync([row("a")], deployment="proj")
+    store.schedules.trigger("a")
+    assert store.schedules.remove("a") is True
+    assert store.schedules.list_all() == []
     assert conn.execute("SELECT count(*) FROM awa.jobs").fetchone()[0] == 1
 
 
 def test_a_foreign_row_awa_would_reject_does_not_stop_the_batch(store: Store, conn) -> None:
     # Another deployment wrote a row whose jobs Awa's limits reject (21 tags).
-    store.sync([row("good")], deployment="proj")
+    store.schedules.sync([row("good")], deployment="proj")
     conn.execute("INSERT INTO awa.cron_jobs (name, cron_expr, kind, tags, last_enqueued_at)"
                  " VALUES ('bad', '* * * * *', 'k', %s, %s)", ([f"t{i}" for i in range(21)], T0))
     set_cursor(conn, "good", T0)
@@ -362,10 +365,10 @@ def test_sessions_are_utc(store: Store) -> None:
 
 
 def test_stale_statistics_are_refreshed_and_fresh_ones_left_alone(store: Store, conn) -> None:
-    store.sync([row(f"r{i}") for i in range(1500)], deployment="test")
-    assert store.analyze_if_stale() is True  # never analyzed
+    store.schedules.sync([row(f"r{i}") for i in range(1500)], deployment="test")
+    assert store.schedules.analyze_if_stale() is True  # never analyzed
     (tuples,) = conn.execute("SELECT reltuples FROM pg_class"
                              " WHERE oid = 'awa.cron_jobs'::regclass").fetchone()
     assert tuples == 1500
-    store.sync([row(f"s{i}") for i in range(10)], deployment="test")
-    assert store.analyze_if_stale() is False  # 10 more rows: close enough
+    store.schedules.sync([row(f"s{i}") for i in range(10)], deployment="test")
+    assert store.schedules.analyze_if_stale() is False  # 10 more rows: close enough

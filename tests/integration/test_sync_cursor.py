@@ -50,12 +50,12 @@ def test_a_calendar_change_in_beat_schedule_fires_nothing_from_before_it(
         store: Store, conn, policy: str, change: dict[str, str]) -> None:
     # Both changes move the fires to xx:30 UTC; the old cursor is hours behind, so
     # the old rule would fire (old cursor, now] under the new calendar at once.
-    store.sync([row("hourly", policy)], deployment="proj")
+    store.schedules.sync([row("hourly", policy)], deployment="proj")
     old = store.database_clock().replace(microsecond=0) - timedelta(hours=3)
     conn.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s WHERE name = 'hourly'",
                  (old,))
     before = store.database_clock().replace(microsecond=0)
-    assert store.sync([row("hourly", policy, **change)], deployment="proj").updated == 1
+    assert store.schedules.sync([row("hourly", policy, **change)], deployment="proj").updated == 1
     moved = cursor(conn, "hourly")
     assert before <= moved <= store.database_clock()
 
@@ -71,16 +71,16 @@ def test_a_calendar_change_in_beat_schedule_fires_nothing_from_before_it(
 
 def test_a_redeploy_without_a_calendar_change_keeps_the_cursor_and_the_backlog(
         store: Store, conn) -> None:
-    store.sync([row("hourly", "catch_up")], deployment="proj")
+    store.schedules.sync([row("hourly", "catch_up")], deployment="proj")
     old = store.database_clock().replace(minute=0, second=0, microsecond=0) - timedelta(
         hours=3)
     conn.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s WHERE name = 'hourly'",
                  (old,))
-    assert store.sync([row("hourly", "catch_up")], deployment="proj").unchanged == 1
+    assert store.schedules.sync([row("hourly", "catch_up")], deployment="proj").unchanged == 1
     assert cursor(conn, "hourly") == old
     # A change of anything but the calendar rewrites the row and keeps the cursor too.
-    assert store.sync([row("hourly", "catch_up", kind="t.other")],
-                      deployment="proj").updated == 1
+    assert store.schedules.sync([row("hourly", "catch_up", kind="t.other")],
+                                deployment="proj").updated == 1
     assert cursor(conn, "hourly") == old
 
     now = store.database_clock()

@@ -22,8 +22,8 @@ def row(name: str, **over: Any) -> dict[str, Any]:
 
 def test_pages_filters_notes_and_audit(db_url: str, conn: Any, layout: str) -> None:
     with Store(db_url) as store:
-        store.sync([row(f"a-{i:02d}") for i in range(25)], deployment="alpha")
-        store.sync([row("b_1", queue="reports"), row("B%2")], deployment="beta")
+        store.schedules.sync([row(f"a-{i:02d}") for i in range(25)], deployment="alpha")
+        store.schedules.sync([row("b_1", queue="reports"), row("B%2")], deployment="beta")
     conn.execute("INSERT INTO awa.cron_jobs (name, cron_expr, kind) VALUES ('z', '@midnight', 'k')")
     with Operations.open(db_url) as ops:
         first = ops.page(limit=10)
@@ -71,7 +71,7 @@ def test_pages_filters_notes_and_audit(db_url: str, conn: Any, layout: str) -> N
 def test_the_owner_filter_tells_runtime_rows_from_config_rows(db_url: str, layout: str
                                                               ) -> None:
     with Store(db_url) as store:
-        store.sync([row("config-1")], deployment="alpha")
+        store.schedules.sync([row("config-1")], deployment="alpha")
     with Operations.open(db_url) as ops:
         ops.add({"runtime-1": {"task": "t.r", "schedule": "0 9 * * *"}})
         runtime = ops.page(ScheduleFilter(owned_by="runtime"))

@@ -50,7 +50,7 @@ def edit_url(name: str) -> str:
 
 def bounds_of(url: str, name: str) -> tuple[Any, ...]:
     with Store(url) as store:
-        b = ScheduleBounds.of(store.get(name))
+        b = ScheduleBounds.of(store.schedules.get(name))
     return b.start_time, b.end_time, b.max_runs, b.one_off, b.overlap, b.deadline
 
 

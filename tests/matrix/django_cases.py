@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from awa_beat._db.database import connect
 from awa_beat._db.records import RETIRED_BY
-from awa_beat._db.store import connect
 from tests.django_admin_cases import shown_fields
 from tests.matrix.catalogue import CATALOGUE, FORMS, NAMES, PAUSED_BY, MatrixDB, stored_rows
 from tests.matrix.test_views import WORDS

@@ -21,8 +21,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from awa_beat._db.database import connect
 from awa_beat._db.records import RETIRED_BY
-from awa_beat._db.store import Store, connect
+from awa_beat._db.store import Store
 from awa_beat._engine.engine import Engine
 from awa_beat._schedules.fire_times import parse_iso
 from awa_beat._testing import FAKE_CLOCK_TOLERANCE, FakeClock, terminate, wait_for

@@ -124,7 +124,7 @@ def test_at_carries_its_one_run(matrix_db: MatrixDB) -> None:
 
 def jobs_of(url: str, name: str) -> int:
     with Store(url) as store:
-        return len(store.jobs(name, 100))
+        return len(store.schedules.jobs(name, 100))
 
 
 def fire_for(url: str, seconds: int) -> None:
@@ -150,8 +150,8 @@ def test_a_retired_schedule_comes_back_when_its_run_limit_is_raised(matrix_db: M
         assert s.get("retired").row.paused_by == RETIRED_BY
         with Store(url) as store:
             for name in matrix_db.names:  # only "retired" may fire here
-                if name != "retired" and store.get(name).paused_at is None:
-                    store.pause(name, "test")
+                if name != "retired" and store.schedules.get(name).paused_at is None:
+                    store.schedules.pause(name, "test")
         fired = jobs_of(url, "retired")
         s.update("retired", options={"awa_beat": {"max_runs": 3}})
         view = s.get("retired")

@@ -20,9 +20,10 @@ import pytest
 
 from awa_beat._beat.http import readiness
 from awa_beat._config import Settings
+from awa_beat._db.database import clock_skew
 from awa_beat._db.lock import Leadership, skew_problem
 from awa_beat._db.records import FireRequest
-from awa_beat._db.store import Store, clock_skew
+from awa_beat._db.store import Store
 from awa_beat._engine.engine import Engine
 from awa_beat._testing import FakeClock, MemoryStore, wait_for
 from awa_beat.errors import ConfigError

@@ -24,7 +24,7 @@ from click.testing import CliRunner
 from awa_beat import Schedules
 from awa_beat._cli import main
 from awa_beat._config import Settings
-from awa_beat._db.store import connect
+from awa_beat._db.database import connect
 from awa_beat._testing import wait_for
 from tests.acceptance.test_observability import Beat
 from tests.brokers import broker_conf

@@ -22,7 +22,7 @@ from celery.schedules import BaseSchedule, crontab, schedule, solar
 from click.testing import CliRunner
 
 from awa_beat._cli import main
-from awa_beat._db.store import connect
+from awa_beat._db.database import connect
 from awa_beat._testing import TempDatabases, terminate, wait_for
 from tests.brokers import broker_conf
 from tests.matrix.catalogue import CATALOGUE, DEPLOYMENT, NAMES, Entry, MatrixDB

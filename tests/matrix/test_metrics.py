@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from awa_beat._db.store import connect
+from awa_beat._db.database import connect
 from awa_beat._testing import wait_for
 from tests.acceptance.test_observability import Beat
 from tests.conftest import LAYOUTS

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from awa_beat import Schedules
-from awa_beat._db.store import connect
+from awa_beat._db.database import connect
 from awa_beat._ops.operations import Operations
 from awa_beat._testing import terminate, wait_for
 from awa_beat.errors import NotFound, UnknownSchema, WriteNotApplied

@@ -25,7 +25,8 @@ from dateutil.rrule import DAILY, rrule
 
 from awa_beat import Schedules
 from awa_beat._beat.node import BeatNode
-from awa_beat._db.store import Store, connect
+from awa_beat._db.database import connect
+from awa_beat._db.store import Store
 from awa_beat._schedules.calendars import at
 from awa_beat._schedules.spec import ScheduleSpec, specs_from_beat_schedule
 from awa_beat.errors import DataRefused, ValidationError
@@ -153,7 +154,7 @@ LONG_NAME = "".join(random.Random(34).choices(string.ascii_letters, k=2700))
 def test_data_postgresql_refuses_is_data_refused_not_database_unavailable(
         db_url: str, row: dict[str, Any]) -> None:
     with Store(db_url) as store, pytest.raises(DataRefused) as info:
-        store.sync([row], deployment="matrix")
+        store.schedules.sync([row], deployment="matrix")
     assert "syncing schedules failed" in str(info.value)
     assert names(db_url) == set()
 

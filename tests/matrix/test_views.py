@@ -30,8 +30,9 @@ from click.testing import CliRunner
 
 from awa_beat import Schedules
 from awa_beat._cli import main
+from awa_beat._db.database import connect
 from awa_beat._db.records import FireRequest
-from awa_beat._db.store import Store, connect
+from awa_beat._db.store import Store
 from awa_beat._ops.operations import Operations
 from awa_beat._schedules.fire_times import calendar_for, next_fire_after
 from awa_beat._testing import FAKE_CLOCK_TOLERANCE, FakeClock
@@ -221,7 +222,7 @@ def test_a_run_fired_leaves_one_run_less_to_list(matrix_db: MatrixDB) -> None:
     name = "bound-max-runs"
     with Store(matrix_db.url) as store:
         store.clock_tolerance = FAKE_CLOCK_TOLERANCE  # fires dated ahead of now
-        row = store.get(name)
+        row = store.schedules.get(name)
         assert row.last_enqueued_at is not None
         fire = next_fire_after(calendar_for(row.cron_expr, row.timezone), row.last_enqueued_at)
         assert fire is not None
@@ -261,14 +262,14 @@ def test_history_labels_a_failed_celery_task_failed(matrix_db: MatrixDB) -> None
                       options={"awa_beat": {"dispatch": "celery"}})
     with Store(matrix_db.url) as store:
         store.clock_tolerance = FAKE_CLOCK_TOLERANCE  # fires dated ahead of now
-        row = store.get(name)
+        row = store.schedules.get(name)
         assert row.last_enqueued_at is not None
         fire = next_fire_after(calendar_for(row.cron_expr, row.timezone), row.last_enqueued_at)
         assert fire is not None
         (job,) = store.fire([FireRequest(name, row.last_enqueued_at, [fire])]).jobs
         task_id = fire_task_id(name, job.fire_time, job.job_id)
-        store.mark_published([job.job_id], [task_id])  # the bridge: the job is 'completed'
-        store.record_outcomes(outcome_params([Report(  # the worker: the task failed
+        store.outbox.mark_published([job.job_id], [task_id])  # the bridge: the job is 'completed'
+        store.outcomes.record(outcome_params([Report(  # the worker: the task failed
             task_id, name, job.fire_time, job.job_id, "failed",
             finished_at=datetime.now(UTC), runtime=0.25, error="ValueError: boom")]))
     everything = cli(matrix_db.url, "history").output
@@ -293,7 +294,7 @@ def test_a_deadline_counts_from_a_fire_not_from_the_registration(matrix_db: Matr
                       options={"awa_beat": {"deadline": 1}})
     with Store(matrix_db.url) as store:
         store.clock_tolerance = FAKE_CLOCK_TOLERANCE  # fires dated ahead of now
-        row = store.get(name)
+        row = store.schedules.get(name)
         registered = row.last_enqueued_at
         assert registered is not None
         clock = FakeClock(registered + timedelta(seconds=2))

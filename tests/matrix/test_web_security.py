@@ -26,7 +26,7 @@ from urllib.parse import quote, urlencode
 
 import pytest
 
-from awa_beat._db.store import connect
+from awa_beat._db.database import connect
 from tests.matrix.catalogue import NAMES, MatrixDB
 
 pytestmark = pytest.mark.integration

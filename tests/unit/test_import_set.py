@@ -48,6 +48,11 @@ AWA_BEAT_MODULES = {
     "awa_beat._celery.scheduler",
     "awa_beat._config",
     "awa_beat._db",
+    # The store's own code, split by aggregate: the database (pool, session, errors), the
+    # table layout and the configuration's sync batches, which the node holds at start.
+    "awa_beat._db.batches",
+    "awa_beat._db.database",
+    "awa_beat._db.layout",
     "awa_beat._db.lock",
     "awa_beat._db.records",
     "awa_beat._db.schema",

@@ -107,15 +107,16 @@ def test_a_record_that_cannot_be_read_or_written_means_a_whole_sync(
     def refused(*args: Any) -> None:
         raise StoreError("permission denied for table config_syncs")
 
-    monkeypatch.setattr(cluster.store, "config_in_force", refused)
-    monkeypatch.setattr(cluster.store, "record_config", refused)
+    monkeypatch.setattr(cluster.store.schedules, "config_in_force", refused)
+    monkeypatch.setattr(cluster.store.schedules, "record_config", refused)
     for _ in range(2):
         cluster.node("a", EVERY_5S).open().close()
     assert cluster.store.calls.count("sync") == 2
     assert caplog.text.count("permission denied for table config_syncs") == 4
     # A lost database is not a refusal: start-up retries it (with back-off) instead.
     cluster.store.down = "connection refused"
-    monkeypatch.setattr(cluster.store, "config_in_force", lambda *a: cluster.store._call("x"))
+    monkeypatch.setattr(cluster.store.schedules, "config_in_force",
+                        lambda *a: cluster.store._call("x"))
     with pytest.raises(DatabaseUnavailable):
         cluster.node("a", EVERY_5S, startup_timeout=0).open()
 

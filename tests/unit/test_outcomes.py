@@ -79,24 +79,27 @@ def test_the_buffer_drops_the_oldest_beyond_its_limit() -> None:
 
 
 class FlakyStore:
+    """A database whose outcome part fails while it is down."""
+
     def __init__(self) -> None:
         self.up = False
         self.rows: list[str] = []
         self.claimed: set[str] = set()
+        self.outcomes = self
 
-    def record_outcomes(self, columns: dict[str, list[Any]]) -> None:
+    def record(self, columns: dict[str, list[Any]]) -> None:
         if not self.up:
             raise DatabaseUnavailable("connection refused")
         self.rows += columns["task_ids"]
 
-    def claim_outcome(self, **run: Any) -> bool:
+    def claim(self, **run: Any) -> bool:
         if not self.up:
             raise DatabaseUnavailable("connection refused")
         fresh = run["task_id"] not in self.claimed
         self.claimed.add(run["task_id"])
         return fresh
 
-    def purge_outcomes(self, retention: timedelta, limit: int = 5000) -> int:
+    def purge(self, retention: timedelta, limit: int = 5000) -> int:
         return 0
 
     def close(self) -> None:

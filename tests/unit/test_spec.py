@@ -272,7 +272,7 @@ def test_entries_of_one_shape_convert_as_each_would_alone() -> None:
 
 def test_rows_sharing_their_parts_encode_as_rows_built_alone() -> None:
     from awa_beat._beat.configuration import encode_batches
-    from awa_beat._db.store import SyncBatch
+    from awa_beat._db.batches import SyncBatch
 
     tab = crontab(minute=5)
     entries = {f"e{i}": {"task": "t", "schedule": tab, "args": [i]} for i in range(4)}
@@ -292,7 +292,7 @@ def test_rows_sharing_their_parts_encode_as_rows_built_alone() -> None:
 
 def test_a_configuration_is_held_packed_and_unpacks_to_what_it_encoded() -> None:
     from awa_beat._beat import configuration
-    from awa_beat._db.store import _Same
+    from awa_beat._db.batches import _Same
 
     tab = crontab(minute=5)
     entries = {f"e{i:03d}": {"task": "t", "schedule": tab, "args": [i]} for i in range(5)}

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import connections
 from psycopg.conninfo import make_conninfo
 
-from ..._db.store import Store
+from ..._db.database import Database
 from ..._ops.operations import Operations
 
 _lock = threading.Lock()
@@ -34,7 +34,7 @@ def operations() -> Operations:
     global _operations
     with _lock:
         if _operations is None:
-            store = Store(database_url(), max_size=2, origin="awa-beat django")
+            store = Database(database_url(), max_size=2, origin="awa-beat django")
             store.open()
             _operations = Operations(store)
         return _operations

@@ -1,0 +1,64 @@
+"""What workers report of the runs they made (``awa_beat.outcomes``), and the history and
+overdue checks read from it.
+
+Workers report from their own processes through :mod:`awa_beat.outcomes`; the reads serve
+``awa-beat history``, the dashboard and doctor's check for runs that never finished.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from psycopg.rows import dict_row
+
+from .database import wrap_errors
+from .sql import queries
+
+if TYPE_CHECKING:
+    from .database import Database
+
+
+class OutcomeStore:
+    """Outcome writes and reads, on a :class:`~.database.Database`'s pool."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def record(self, columns: dict[str, list[Any]]) -> None:
+        """Upsert workers' reports: parallel arrays, one row per task id (see
+        :func:`awa_beat.outcomes.outcome_params`)."""
+        with self.db.connection() as conn, wrap_errors("recording outcomes"):
+            conn.execute(queries["record_outcomes"], columns)
+
+    def claim(self, **run: Any) -> bool:
+        """Start the run of ``run["task_id"]`` unless one started already (at most once);
+        a refused claim is counted as a duplicate delivery."""
+        with self.db.connection() as conn, wrap_errors("claiming a run"):
+            claimed = conn.execute(queries["claim_outcome"], run).fetchone() is not None
+            if not claimed:
+                conn.execute(queries["count_duplicate"], {"task_id": run["task_id"]})
+        return claimed
+
+    def purge(self, retention: timedelta, limit: int = 5000) -> int:
+        with self.db.connection() as conn, wrap_errors("deleting old outcomes"):
+            row = conn.execute(queries["purge_outcomes"],
+                               {"retention": retention, "limit": limit}).fetchone()
+        return int(row[0]) if row else 0
+
+    def schedule_history(self, name: str | None, limit: int, default_max_runtime: float
+                         ) -> list[dict[str, Any]]:
+        """Every occurrence of ``name`` (None: of every schedule), newest first (see
+        ``schedule_history``)."""
+        what = "the history" if name is None else f"the history of {name!r}"
+        with self.db.connection() as conn, wrap_errors(f"reading {what}"):
+            cur = conn.cursor(row_factory=dict_row)
+            return cur.execute(queries["schedule_history"], {
+                "name": name, "limit": limit,
+                "default_max_runtime": default_max_runtime}).fetchall()
+
+    def overdue_candidates(self, default_max_runtime: float) -> list[dict[str, Any]]:
+        with self.db.connection() as conn, wrap_errors("reading the last runs"):
+            cur = conn.cursor(row_factory=dict_row)
+            return cur.execute(queries["overdue_candidates"],
+                               {"default_max_runtime": default_max_runtime}).fetchall()

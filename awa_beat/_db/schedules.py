@@ -1,0 +1,302 @@
+"""Schedule rows in ``awa.cron_jobs``: the configuration's sync, runtime writes (the Python
+API, ``awa-beat add/edit/pause``), imports, and the reads the operator commands make.
+
+The evaluator's own reads and the fire statement are in :mod:`.evaluator`, since the
+evaluator holds every row in memory and reads them its own way.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from ..errors import NotFound, WriteNotApplied, first_line
+from .batches import SyncBatch, sync_params
+from .database import one_row, wrap_errors
+from .records import RETIRED_BY, ScheduleRow, SyncResult
+from .sql import queries
+
+if TYPE_CHECKING:
+    from .database import Database
+
+# The logger keeps the name it had before the store was split by aggregate, so logging
+# configurations that select it by name go on working.
+logger = logging.getLogger('awa_beat.store')
+
+#: Connections a start-up sync compares its batches on at once (the pool has four).
+SYNC_CONNECTIONS = 3
+
+
+def changed(conn: psycopg.Connection, row: Any, name: str, action: str) -> Any:
+    """``row``, what a write that must change ``name``'s row returned. When it is None
+    the write changed nothing: :class:`NotFound` if no such row exists, else
+    :class:`WriteNotApplied` (a trigger or rule of the database skipped it), never a
+    silent success."""
+    if row is not None:
+        return row
+    if conn.execute(queries["schedule_exists"], {"name": name}).fetchone() is None:
+        raise NotFound(f"no schedule named {name!r}")
+    raise WriteNotApplied(f"{action} {name!r} changed nothing: the database skipped the "
+                          "write (a trigger or rule on awa.cron_jobs); nothing was written")
+
+
+def _json(value: Any) -> Any:
+    """A JSON column read as text (``::text``): a caller's connection may load JSON its
+    own way (Django's leaves it as a string)."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
+class ScheduleStore:
+    """Reads and writes of schedule rows, on a :class:`~.database.Database`'s pool.
+
+    The writes that take a ``conn`` run in the caller's transaction (see
+    :meth:`Database.transaction <.database.Database.transaction>`), so that an operation
+    that reads, checks and writes several rows does it atomically.
+    """
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def sync(self, rows: Sequence[dict[str, Any]] | SyncBatch, *,
+             deployment: str | None = None) -> SyncResult:
+        """Upsert schedule rows (``awa.cron_jobs`` columns, or a :class:`SyncBatch` of
+        them) in one round trip; never deletes."""
+        if isinstance(rows, SyncBatch):
+            batch = rows
+        elif deployment is None:
+            raise TypeError("sync() needs the deployment that registers the rows")
+        else:
+            batch = SyncBatch.encode(rows, deployment)
+        if not batch.size:
+            return SyncResult(0, 0, 0)
+        with self.db.connection() as conn, wrap_errors("syncing schedules"):
+            row = conn.execute(queries["upsert_schedules"], batch.params).fetchone()
+        assert row is not None  # an aggregate: always one row
+        inserted, updated = int(row[0]), int(row[1])
+        return SyncResult(inserted, updated, batch.size - inserted - updated, int(row[2]))
+
+    def sync_all(self, batches: Sequence[SyncBatch], *,
+                 connections: int = SYNC_CONNECTIONS) -> SyncResult:
+        """:meth:`sync` every batch of one configuration (their names are disjoint), on
+        up to ``connections`` of the pool at once. Comparing a batch with the stored
+        rows is the server's work, one backend per statement: a large configuration is
+        compared on as many server cores, where one connection used one. Each batch
+        commits on its own, as :meth:`sync` does; the first error stops the rest."""
+        workers = min(connections, len(batches), self.db.max_size)
+        if workers <= 1:
+            results = [self.sync(batch) for batch in batches]
+        else:
+            from concurrent.futures import ThreadPoolExecutor  # a large start-up sync only
+
+            pool = ThreadPoolExecutor(workers, thread_name_prefix="awa-beat-sync")
+            try:
+                results = list(pool.map(self.sync, batches))
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
+        return SyncResult.total(results)
+
+    def config_in_force(self, deployment: str, digest: str) -> bool:
+        """Whether ``deployment``'s rows are stored as its last start-up sync of the
+        configuration ``digest`` left them (nothing written to a definition or an owner
+        since): a start with that configuration would write nothing."""
+        with self.db.connection() as conn, wrap_errors("reading the stored configuration"):
+            row = conn.execute(queries["config_in_force"],
+                               {"deployment": deployment, "digest": digest}).fetchone()
+        return bool(row and row[0])
+
+    def record_config(self, deployment: str, digest: str, synced: SyncResult) -> None:
+        """After a whole sync of the configuration ``digest`` (``synced``: its total), for
+        :meth:`config_in_force` at the next start."""
+        with self.db.connection() as conn, wrap_errors("recording the synced configuration"):
+            conn.execute(queries["record_config_sync"], {
+                "deployment": deployment, "digest": digest, "row_count": synced.rows,
+                "fingerprint": synced.fingerprint})
+
+    def analyze_if_stale(self, conn: psycopg.Connection | None = None) -> bool:
+        """Refresh the planner's statistics of ``awa.cron_jobs`` when they are missing or
+        far from the table's size; True if it did. Where this role may not ANALYZE the
+        table, autovacuum will, in time. On ``conn`` if given (an autocommit connection,
+        left open), else on a connection of the pool.
+
+        After a bulk insert and before autovacuum gets to it, the planner takes the table
+        for nearly empty and can join a fire batch against it row by row, which on a
+        large table makes each batch orders of magnitude slower (docs/performance.md).
+        """
+        try:
+            with self.db.on(conn) as c:
+                (stale,) = one_row(c.execute(queries["cron_jobs_stats_stale"]).fetchone(),
+                                   "reading the table's statistics")
+                if stale:
+                    c.execute(queries["analyze_cron_jobs"])
+        except psycopg.Error as exc:  # not the table's owner
+            logger.info("awa-beat: cannot ANALYZE awa.cron_jobs (%s); relying on autovacuum",
+                        first_line(exc))
+            return False
+        return bool(stale)
+
+    def list_all(self, pattern: str | None = None) -> list[ScheduleRow]:
+        """Every schedule (``pattern`` is a SQL LIKE pattern on the name), by name."""
+        with self.db.connection() as conn, wrap_errors("listing schedules"):
+            cur = conn.cursor(row_factory=dict_row)
+            return [ScheduleRow(**r) for r in cur.execute(queries["list_schedules"],
+                                                          {"pattern": pattern})]
+
+    def orphaned_names(self, deployment: str, configured: Sequence[str]) -> list[str]:
+        """Names that ``deployment`` registered from its configuration and that are not
+        among ``configured`` (rows its beat_schedule no longer has)."""
+        with self.db.connection() as conn, wrap_errors("reading schedules"):
+            return [r[0] for r in conn.execute(queries["orphaned_names"], {
+                "deployment": deployment, "names": list(configured)})]
+
+    def runtime_owned_names(self, names: Sequence[str]) -> list[str]:
+        """Which of ``names`` were written at run time (a beat's sync skips those)."""
+        with self.db.connection() as conn, wrap_errors("reading schedule owners"):
+            return [r[0] for r in conn.execute(queries["runtime_owned_names"],
+                                               {"names": list(names)})]
+
+    # -- runtime writes (the Python API, `awa-beat add/edit`) ------------------------------
+
+    def lock_schedules(self, conn: psycopg.Connection, names: Sequence[str]) -> list[ScheduleRow]:
+        """The stored rows among ``names``, with their owners, locked FOR UPDATE in
+        ``conn``'s transaction (see :meth:`transaction`)."""
+        # A cursor of psycopg's own, whatever the caller's connection makes (Django's
+        # binds client-side, which binary parameters do not allow), and never a
+        # prepared statement: a generic plan cannot see the arrays' lengths.
+        cur = psycopg.Cursor(conn, row_factory=dict_row)
+        rows = cur.execute(queries["lock_schedules"], {"names": list(names)},
+                           prepare=False).fetchall()
+        return [ScheduleRow(**{**r, "args": _json(r["args"]), "metadata": _json(r["metadata"])})
+                for r in rows]
+
+    def upsert_runtime(self, conn: psycopg.Connection, rows: Sequence[dict[str, Any]], *,
+                       deployment: str, replace: bool) -> SyncResult:
+        """Write schedule rows as owner 'runtime' in ``conn``'s transaction, one round
+        trip. Without ``replace`` an existing name is skipped (counted as unchanged)."""
+        if not rows:
+            return SyncResult(0, 0, 0)
+        params = {**sync_params(rows, deployment), "replace": replace}
+        row = psycopg.Cursor(conn).execute(queries["upsert_runtime_schedules"], params,
+                                           prepare=False).fetchone()
+        inserted, updated, skipped = (int(row[0]), int(row[1]), row[2]) if row else (0, 0, [])
+        if replace and skipped:
+            # Every row is written when replacing: one that was not, the database skipped.
+            raise WriteNotApplied(
+                f"writing {', '.join(map(repr, skipped))} changed nothing: the database "
+                "skipped the write (a trigger or rule on awa.cron_jobs); nothing was written")
+        return SyncResult(inserted, updated, len(rows) - inserted - updated)
+
+    def unretire(self, conn: psycopg.Connection, name: str) -> bool:
+        """Resume the retired schedule ``name`` in ``conn``'s transaction if runs are left
+        under its run limit (or it has none); whether it was."""
+        with wrap_errors(f"resuming retired {name!r}"):
+            row = psycopg.Cursor(conn).execute(
+                queries["unretire_schedule"], {"name": name, "retired_by": RETIRED_BY},
+                prepare=False).fetchone()
+        return row is not None
+
+    def get_many(self, names: Sequence[str]) -> list[ScheduleRow]:
+        """The full rows that exist among ``names`` (in no particular order)."""
+        with self.db.connection() as conn, wrap_errors("reading schedules"):
+            cur = conn.cursor(row_factory=dict_row)
+            return [ScheduleRow(**r) for r in cur.execute(queries["get_schedules"],
+                                                          {"names": list(names)})]
+
+    def get(self, name: str) -> ScheduleRow:
+        with self.db.connection() as conn, wrap_errors(f"reading schedule {name!r}"):
+            cur = conn.cursor(row_factory=dict_row)
+            row = cur.execute(queries["get_schedule"], {"name": name}).fetchone()
+        if row is None:
+            raise NotFound(f"no schedule named {name!r}")
+        return ScheduleRow(**row)
+
+    def pause(self, name: str, by: str | None = None, *,
+              conn: psycopg.Connection | None = None) -> datetime:
+        with self.db.on(conn) as c, wrap_errors(f"pausing {name!r}"):
+            row = c.execute(queries["pause_schedule"], {"name": name, "by": by}).fetchone()
+            return changed(c, row, name, "pausing")[0]
+
+    def resume(self, name: str, *, conn: psycopg.Connection | None = None) -> None:
+        with self.db.on(conn) as c, wrap_errors(f"resuming {name!r}"):
+            row = c.execute(queries["resume_schedule"], {"name": name}).fetchone()
+            changed(c, row, name, "resuming")
+
+    def trigger(self, name: str, *, conn: psycopg.Connection | None = None) -> int:
+        """Insert one job for ``name`` now, even while paused; the cursor is left alone."""
+        query = self.db.layout.trigger_statement
+        with self.db.on(conn) as c, wrap_errors(f"triggering {name!r}"):
+            row = c.execute(query, {"name": name}).fetchone()
+        if row is None:
+            raise NotFound(f"no schedule named {name!r}")
+        return int(row[0])
+
+    def remove(self, name: str, *, conn: psycopg.Connection | None = None) -> bool:
+        """Delete the schedule row; jobs it already fired stay. False if there was none;
+        :class:`WriteNotApplied` if there is one and the database kept it."""
+        with self.db.on(conn) as c, wrap_errors(f"removing {name!r}"):
+            row = c.execute(queries["remove_schedule"], {"name": name}).fetchone()
+            if not (row and row[0]):
+                try:
+                    changed(c, None, name, "removing")  # raises: which of the two?
+                except NotFound:
+                    return False
+        return True
+
+    def jobs(self, name: str, limit: int = 10) -> list[dict[str, Any]]:
+        """The newest jobs fired (or triggered) for ``name``."""
+        with self.db.connection() as conn, wrap_errors(f"reading jobs of {name!r}"):
+            cur = conn.cursor(row_factory=dict_row)
+            return cur.execute(queries["jobs_for_schedule"],
+                               {"name": name, "limit": limit}).fetchall()
+
+    def recent_jobs(self, limit: int = 20) -> list[dict[str, Any]]:
+        """The newest jobs fired or triggered from any schedule."""
+        with self.db.connection() as conn, wrap_errors("reading jobs"):
+            cur = conn.cursor(row_factory=dict_row)
+            return cur.execute(queries["recent_jobs"], {"limit": limit}).fetchall()
+
+    def import_schedules(self, rows: Sequence[dict[str, Any]],
+                         cursors: Sequence[datetime | None], paused_by: Sequence[str | None],
+                         *, deployment: str, force: bool = False) -> list[dict[str, Any]]:
+        """Upsert imported schedule rows (``awa-beat import``) in one round trip.
+
+        As :meth:`sync`, plus each row's cursor from the old scheduler (``None``: unknown)
+        and pause reason (``None``: active). New rows start at that cursor (else now) and
+        are paused when a reason is given; existing rows get the new definition and their
+        cursor only ever moves forward; their pause is left alone. One dict per row, by
+        name: ``name, inserted, changed, cursor_before, cursor_after``. A row written at
+        run time is left alone unless ``force``, which makes it configuration again.
+        """
+        if not rows:
+            return []
+        params = {**sync_params(rows, deployment), "cursors": list(cursors),
+                  "paused_by": list(paused_by), "force": force}
+        with self.db.connection() as conn, wrap_errors("importing schedules"):
+            cur = conn.cursor(row_factory=dict_row)
+            return cur.execute(queries["import_schedules"], params).fetchall()
+
+    # -- pauses, as the dashboard records them ------------------------------------------
+
+    def pause_with_note(self, name: str, by: str | None, note: str, *,
+                        conn: psycopg.Connection | None = None) -> datetime:
+        with self.db.on(conn) as c, wrap_errors(f"pausing {name!r}"):
+            row = c.execute(queries["pause_schedule_with_note"],
+                            {"name": name, "by": by, "note": note}).fetchone()
+            return changed(c, row, name, "pausing")[0]
+
+    def pause_note(self, name: str) -> str | None:
+        """The note of ``name``'s current pause, if it was given one."""
+        with self.db.connection() as conn, wrap_errors(f"reading the pause note of {name!r}"):
+            row = conn.execute(queries["pause_note"], {"name": name}).fetchone()
+        return row[0] if row else None
+
+    def runs_used(self, name: str) -> int:
+        """Runs of ``name`` counted against its run limit (0 when none fired)."""
+        with self.db.connection() as conn, wrap_errors(f"reading the runs of {name!r}"):
+            row = conn.execute(queries["runs_used"], {"name": name}).fetchone()
+        return int(row[0]) if row else 0
