@@ -9,6 +9,7 @@ published again carries the same one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from dataclasses import dataclass
@@ -171,6 +172,16 @@ class MessageBuilder:
         self._plans: dict[tuple[str, str], _Plan] = {}
         self._calls: dict[tuple[int, str], tuple[str, str, Any]] = {}
         self._repr_limits: tuple[int, int, int] | None = None
+
+    def warm(self) -> None:
+        """Load ahead of the first message what Celery's first ``send_task`` loads: the
+        result backend (which Celery may keep per thread, so this runs on the thread that
+        builds the messages) and the recording producer. A failure is left for that
+        ``send_task`` to meet again and report."""
+        with contextlib.suppress(Exception):  # the first message's build raises it again
+            if self._recorder is None:
+                self._recorder = _Recorder(self.app.connection_for_write(), auto_declare=False)
+            self.app.backend  # noqa: B018 - loaded by the first read, per thread
 
     def close(self) -> None:
         if self._recorder is not None:

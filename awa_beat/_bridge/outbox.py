@@ -141,8 +141,8 @@ class Bridge:
         unfenced, which tests and tools rely on."""
         self._fence, self._deposed = fence, False
         # A new leader's first drain finds the outbox empty and then connects to the
-        # broker on this thread, while the node loads and fires on its own. Otherwise the
-        # first fire's messages would wait for the connection.
+        # broker and loads Celery's message machinery on this thread, while the node loads
+        # and fires on its own. Otherwise the first fire's messages would wait for both.
         self._warm = True
         self.wake()
 
@@ -287,6 +287,7 @@ class Bridge:
         if self._warm and not self._deposed:
             self._warm = False  # Once per lead: the sends report a broker that is away.
             self._publisher.warm()
+            self._messages.warm()
         if self._failures:
             event(logger, logging.INFO, "bridge.recovered",
                   "bridge: broker reachable again; published the backlog",
