@@ -102,11 +102,21 @@ def parse_iso(text: str) -> datetime:
 
 @runtime_checkable
 class Calendar(Protocol):
-    """A set of fire instants, stepped through like croner's iterator."""
+    """A set of fire instants, stepped through like croner's iterator.
+
+    Every fire is a whole second, so each calendar answers on epoch seconds
+    (:meth:`next_epoch`), and the evaluator steps through every kind of calendar that one
+    way. :meth:`next_from` is the same answer on datetimes, for callers that hold one.
+    """
 
     def next_from(self, start: datetime, *, inclusive: bool = True) -> datetime | None:
         """The next fire at or after ``start`` (after, if not ``inclusive``), in UTC, or
         ``None`` when there is none. Sub-seconds of ``start`` are ignored."""
+        ...
+
+    def next_epoch(self, start: int, inclusive: bool = True) -> int | None:
+        """:meth:`next_from` on whole epoch seconds: the epoch second of the next fire at
+        or after ``start`` (after, if not ``inclusive``), or ``None``."""
         ...
 
 
@@ -403,23 +413,13 @@ def _iter_from(calendar: Calendar, start: datetime) -> Iterator[datetime]:
     back is followed by the earliest instant of the repeated hour, and Awa's loops would then
     cycle through that hour for ever. We end the iteration there instead.
     """
-    if isinstance(calendar, (CronCalendar, IntervalCalendar)):
-        for found in _epochs_from(calendar, _epoch_seconds(start)):
-            yield datetime.fromtimestamp(found, _UTC)
-        return
-    last: datetime | None = None
-    current = start
-    while True:
-        result = calendar.next_from(current, inclusive=True)
-        if result is None or (last is not None and result <= last):
-            return
-        yield result
-        last = result
-        current = result + _SECOND
+    for found in _epochs_from(calendar, _epoch_seconds(start)):
+        yield datetime.fromtimestamp(found, _UTC)
 
 
-def _epochs_from(calendar: CronCalendar | IntervalCalendar, second: int) -> Iterator[int]:
-    """:func:`_iter_from` on integers, for the calendars that step on epoch seconds."""
+def _epochs_from(calendar: Calendar, second: int) -> Iterator[int]:
+    """:func:`_iter_from` on epoch seconds, which is how every calendar is stepped: each
+    step is one call of :meth:`Calendar.next_epoch` from the last fire plus a second."""
     step = calendar.next_epoch
     cursor = second
     prev: int | None = None
@@ -453,16 +453,12 @@ def next_epoch_from(calendar: Calendar, second: int, *, after: bool) -> int | No
     with ``after`` the first strictly after it as :func:`next_fire_after` finds it for any
     instant within that second (fires are whole seconds): on integers for the calendars
     that step on them, since the engine asks this for every row it loads."""
-    if isinstance(calendar, (CronCalendar, IntervalCalendar)):
-        if not after:
-            return calendar.next_epoch(second, True)
-        for found in _epochs_from(calendar, second):
-            if found > second:
-                return found
-        return None
-    start = datetime.fromtimestamp(second, _UTC)
-    fire = next_fire_after(calendar, start) if after else calendar.next_from(start)
-    return None if fire is None else _epoch_seconds(fire)
+    if not after:
+        return calendar.next_epoch(second, True)
+    for found in _epochs_from(calendar, second):
+        if found > second:
+            return found
+    return None
 
 
 def fires_between(

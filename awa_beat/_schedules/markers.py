@@ -223,6 +223,13 @@ def max_runs(cron_expr: str) -> int | None:
 # -- the calendars ---------------------------------------------------------------------------
 
 
+def _next_from(calendar: Calendar, start: datetime, inclusive: bool) -> datetime | None:
+    """``calendar.next_from``, answered through its ``next_epoch``: a calendar written on
+    epoch seconds gives the same answer both ways."""
+    found = calendar.next_epoch(_epoch(start), inclusive)
+    return None if found is None else _from_epoch(found)
+
+
 class BoundedCalendar:
     """Another calendar's fires within ``[start, end]``, in epoch seconds. None leaves a
     side unbounded."""
@@ -238,10 +245,13 @@ class BoundedCalendar:
         return f"BoundedCalendar({self.inner!r}, {self.start}, {self.end})"
 
     def next_from(self, start: datetime, *, inclusive: bool = True) -> datetime | None:
-        if self.start is not None and _epoch(start) < self.start:
-            start, inclusive = _from_epoch(self.start), True
-        found = self.inner.next_from(start, inclusive=inclusive)
-        if found is None or (self.end is not None and _epoch(found) > self.end):
+        return _next_from(self, start, inclusive)
+
+    def next_epoch(self, start: int, inclusive: bool = True) -> int | None:
+        if self.start is not None and start < self.start:
+            start, inclusive = self.start, True
+        found = self.inner.next_epoch(start, inclusive)
+        if found is None or (self.end is not None and found > self.end):
             return None
         return found
 
@@ -258,9 +268,11 @@ class AtCalendar:
         return f"AtCalendar({instant_text(_from_epoch(self.instant))!r})"
 
     def next_from(self, start: datetime, *, inclusive: bool = True) -> datetime | None:
-        s = _epoch(start)
-        if self.instant > s or (inclusive and self.instant == s):
-            return _from_epoch(self.instant)
+        return _next_from(self, start, inclusive)
+
+    def next_epoch(self, start: int, inclusive: bool = True) -> int | None:
+        if self.instant > start or (inclusive and self.instant == start):
+            return self.instant
         return None
 
 
@@ -339,12 +351,16 @@ class SolarCalendar:
         return again if found and abs(again - e) < 60 else e
 
     def next_from(self, start: datetime, *, inclusive: bool = True) -> datetime | None:
-        """Return the first fire at or after ``start`` (after it, if not ``inclusive``).
+        """Return the first fire at or after ``start`` (after it, if not ``inclusive``)."""
+        return _next_from(self, start, inclusive)
+
+    def next_epoch(self, start: int, inclusive: bool = True) -> int | None:
+        """Return :meth:`next_from` on epoch seconds.
 
         Where Celery's search ends without an event (at the pole, for a whole year),
         Celery fires at the end of the search anyway. This method searches on instead, for
         up to :data:`SOLAR_SEARCH_YEARS` searches, and fires only at an event."""
-        s = _epoch(start) + (0 if inclusive else 1)
+        s = start + (0 if inclusive else 1)
         t: float = s - 1  # A fire second is ceil(event), which is >= s exactly when event > s - 1.
         searches = 0
         for _ in range(16):
@@ -358,7 +374,7 @@ class SolarCalendar:
             event = self._canonical(raw)
             fire = math.ceil(event)
             if fire >= s:
-                return _from_epoch(fire)
+                return fire
             t = max(raw, event) + 0.5
         return None  # pragma: no cover - An event is at most a day from the next.
 
@@ -484,6 +500,11 @@ class RRuleCalendar:
         found = self.rule.after(floor_second(start), inc=inclusive)
         return None if found is None else found.astimezone(UTC)
 
+    def next_epoch(self, start: int, inclusive: bool = True) -> int | None:
+        # dateutil steps on datetimes, so this one calendar converts at its edge.
+        found = self.rule.after(_from_epoch(start), inc=inclusive)
+        return None if found is None else _epoch(found)
+
 
 def _rrule_calendar(text: str, zone: str) -> RRuleCalendar:
     from dateutil import rrule as dr
@@ -605,13 +626,16 @@ class CeleryCrontabCalendar:
         return math.ceil(self.tab.remaining_estimate(last).total_seconds())
 
     def next_from(self, start: datetime, *, inclusive: bool = True) -> datetime | None:
-        s = _epoch(start) + (0 if inclusive else 1)
+        return _next_from(self, start, inclusive)
+
+    def next_epoch(self, start: int, inclusive: bool = True) -> int | None:
+        s = start + (0 if inclusive else 1)
         t = s - 1
         try:
             for _ in range(4):
                 found = self._after(t)
                 if found >= s:
-                    return _from_epoch(found)
+                    return found
                 # Celery's arithmetic went back (a fold), so it is due at once, and the
                 # next fire is computed from the start.
                 t = max(found, t) + 1
