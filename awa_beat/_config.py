@@ -1,5 +1,9 @@
-"""awa-beat's settings, where awa-beat finds its database, and how DSNs are shown
-without passwords."""
+"""awa-beat's settings, read from a Celery app's configuration and the environment.
+
+The database URL is held as text here. Whether it is well formed, and how it is shown
+without its password, is the database layer's business (:mod:`awa_beat._db.conninfo`),
+because only that layer imports the driver whose parser decides it.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,6 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from .errors import ConfigError
 
@@ -26,40 +28,6 @@ DEFAULT_LOCK_TIMEOUT = 8.0
 DEFAULT_CLOCK_TOLERANCE = 2.0
 HOUR = 3600
 DAY = 24 * HOUR
-
-
-def redact(dsn: str) -> str:
-    """Return the DSN with any password replaced, so that it is safe to log or print."""
-    try:
-        params = conninfo_to_dict(dsn)
-    except Exception:
-        return "<unparseable database URL>"
-    if "password" in params:
-        params["password"] = "***"
-    shown = {k: v for k, v in params.items() if v is not None}
-    return make_conninfo(**shown)  # type: ignore[arg-type]
-
-
-def validate_dsn(dsn: str) -> str:
-    """Reject a malformed DSN early, with a message that never shows the password."""
-    try:
-        conninfo_to_dict(dsn)
-    except Exception:
-        # The error is not chained, because the parser's message may quote the password.
-        raise ConfigError(
-            "the database URL is malformed; expected e.g. "
-            "postgresql://user:password@host:5432/dbname"
-        ) from None
-    return dsn
-
-
-def database_url(
-    explicit: str | None = None, environ: Mapping[str, str] | None = None
-) -> str | None:
-    """Return the configured database URL: the explicit value, else $AWA_BEAT_DATABASE_URL."""
-    environ = os.environ if environ is None else environ
-    url = explicit or environ.get(DATABASE_URL_ENV) or None
-    return validate_dsn(url) if url else None
 
 
 def celery_dispatch_refused(entries: list[str], fix: str) -> ConfigError:
@@ -154,7 +122,9 @@ class Settings:
             raise ConfigError("awa_beat_lock_key must not be Awa's own lock key "
                               f"({AWA_MAIN_LOCK_KEY}): Awa workers would lose their maintenance")
         return cls(
-            database_url=validate_dsn(str(url)) if url else None,
+            # Checked by awa_beat._db.conninfo.settings_from_app, which reads the settings
+            # for every caller that uses the database.
+            database_url=str(url) if url else None,
             lock_key=lock_key,
             sync_interval=_number(get("sync_interval"), "sync_interval", float,
                                   defaults.sync_interval, minimum=1, maximum=DAY),

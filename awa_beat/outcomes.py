@@ -482,10 +482,12 @@ def install(app: Any, settings: Settings | None = None,
     same app does nothing."""
     from celery import signals
 
+    from ._db.conninfo import settings_from_app
+
     tracker = _installed.get(id(app))
     if tracker is not None:
         return tracker
-    settings = settings or Settings.from_app(app.conf, app_name=app.main)
+    settings = settings or settings_from_app(app.conf, app_name=app.main)
     if connect is None:
         connect = _store_factory(settings)
     writer = Writer(connect, retention=timedelta(days=settings.outcome_retention))
@@ -525,8 +527,11 @@ def on_worker_init(sender: Any = None, **_: Any) -> None:
     app = getattr(sender, "app", None)
     if app is None:
         return
+    # Imported here, as the store is: a worker that records nothing never loads the driver.
+    from ._db.conninfo import settings_from_app
+
     try:
-        settings = Settings.from_app(app.conf, app_name=app.main)
+        settings = settings_from_app(app.conf, app_name=app.main)
         if settings.track_outcomes:
             install(app, settings)
     except AwaBeatError as exc:

@@ -20,7 +20,8 @@ from celery import beat
 
 from .._beat.node import BeatNode, NodeHooks
 from .._beat.opening import Opening
-from .._config import Settings, redact
+from .._config import Settings
+from .._db.conninfo import redact, settings_from_app
 from .._db.database import process_identity
 from .._engine.engine import utcnow
 from .._logs import event, use_json
@@ -87,7 +88,7 @@ class Scheduler(beat.Scheduler):
             lazy = True
         self.clock = clock
         try:
-            self.settings = Settings.from_app(app.conf, app_name=app.main)
+            self.settings = settings_from_app(app.conf, app_name=app.main)
         except AwaBeatError as exc:
             _refuse(f"invalid configuration: {exc}")
         self.database_url = self.settings.database_url

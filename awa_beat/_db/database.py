@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
-from .._config import DEFAULT_CLOCK_TOLERANCE, redact
+from .._config import DEFAULT_CLOCK_TOLERANCE
 from ..errors import (
     DatabaseUnavailable,
     DataRefused,
@@ -33,6 +33,7 @@ from ..errors import (
     first_line,
 )
 from . import schema
+from .conninfo import redact
 from .layout import STANDALONE, Layout, layout_for
 from .records import Contact
 from .sql import queries

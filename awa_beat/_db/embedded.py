@@ -31,8 +31,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .._config import DATABASE_URL_ENV, validate_dsn
+from .._config import DATABASE_URL_ENV
 from ..errors import ConfigError, NoDatabase, first_line
+from .conninfo import validate_dsn
 
 try:
     import fcntl

@@ -46,10 +46,10 @@ from .._config import (
     DEFAULT_CLOCK_TOLERANCE,
     DEFAULT_LOCK_KEY,
     DEFAULT_LOCK_TIMEOUT,
-    redact,
 )
 from .._logs import event
 from ..errors import AwaBeatError, ConfigError, SessionLockUnsupported, StoreError, first_line
+from .conninfo import redact
 from .database import (
     connect,
     keepalives,

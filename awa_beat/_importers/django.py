@@ -19,7 +19,7 @@ from .._db.records import RETIRED_BY
 from .._schedules.calendars import at
 from .._schedules.markers import ceil_second
 from .._schedules.spec import AWA_BEAT_OPTION
-from ..errors import SourceError, first_line
+from ..errors import first_line
 from .common import (
     BACKEND_CLEANUP,
     BACKEND_CLEANUP_REASON,
@@ -36,16 +36,6 @@ from .common import (
 #: ``paused_by`` of a row whose task was disabled (``enabled = false``).
 DJANGO_PAUSED_BY = "import: disabled in django-celery-beat"
 
-#: Each of django-celery-beat's tables, by its field of :class:`DjangoTables`, with the
-#: named query of ``queries.sql`` that reads the table.
-_SOURCES = {
-    "tasks": ("django_celery_beat_periodictask", "django_tasks"),
-    "intervals": ("django_celery_beat_intervalschedule", "django_intervals"),
-    "crontabs": ("django_celery_beat_crontabschedule", "django_crontabs"),
-    "solars": ("django_celery_beat_solarschedule", "django_solars"),
-    "clocked": ("django_celery_beat_clockedschedule", "django_clocked"),
-}
-DJANGO_TABLES = {key: table for key, (table, _) in _SOURCES.items()}
 #: IntervalSchedule.period's choices in django-celery-beat.
 _PERIODS = ("days", "hours", "minutes", "seconds", "microseconds")
 
@@ -62,45 +52,12 @@ class DjangoTables:
 
 
 def read_django(url: str) -> DjangoTables:
-    """Read django-celery-beat's tables with plain SQL (the ``django_*`` queries), in one
-    read-only snapshot.
+    """Read django-celery-beat's tables in one read-only snapshot
+    (:func:`awa_beat._db.django_beat.read_django_rows`), the tasks by name."""
+    # Imported here, as the driver was before: reading the other sources needs neither.
+    from .._db.django_beat import DJANGO_TABLES, read_django_rows
 
-    ``SELECT *`` keeps older django-celery-beat schemas readable, because a column that a
-    schema lacks reads as missing. A schedule table that does not exist reads as empty.
-    """
-    import psycopg
-    from psycopg.conninfo import conninfo_to_dict
-    from psycopg.rows import dict_row
-
-    from .._config import redact
-    from .._db.database import connect
-    from .._db.sql import queries
-
-    try:
-        conninfo_to_dict(url)
-    except Exception:
-        raise SourceError("the django-celery-beat database URL is malformed; expected e.g. "
-                          "postgresql://user:password@host:5432/dbname") from None
-    conn = connect(url, connect_timeout=10)  # StoreError, password redacted
-    try:
-        conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-        conn.read_only = True
-        with conn.transaction():
-            cur = conn.cursor(row_factory=dict_row)
-            present = {r["table_name"] for r in cur.execute(
-                queries["django_tables_present"], {"tables": list(DJANGO_TABLES.values())})
-                if r["present"]}
-            if DJANGO_TABLES["tasks"] not in present:
-                raise SourceError(
-                    f"no django-celery-beat tables in {redact(url)} "
-                    f"({DJANGO_TABLES['tasks']} not found; wrong database or search_path?)")
-            rows = {key: cur.execute(queries[query]).fetchall() if table in present else []
-                    for key, (table, query) in _SOURCES.items()}
-    except psycopg.Error as exc:
-        raise SourceError(f"reading django-celery-beat's tables in {redact(url)} failed: "
-                          f"{first_line(exc)}") from None
-    finally:
-        conn.close()
+    rows = read_django_rows(url)
     rows["tasks"].sort(key=lambda r: r["name"])
     return DjangoTables(rows["tasks"], **{key: {r["id"]: r for r in rows[key]}
                                           for key in DJANGO_TABLES if key != "tasks"})

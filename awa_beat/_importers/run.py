@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from .._config import Settings, celery_dispatch_refused, redact
+from .._config import celery_dispatch_refused
+from .._db.conninfo import redact, settings_from_app
 from .._schedules.cron import load_timezone
 from ..errors import SchemaError
 from .celery_app import from_beat_schedule
@@ -86,7 +87,7 @@ def run_import(options: ImportOptions, open_store: Callable[[str | None], Databa
     else the app's ``awa_beat_database_url``, else None.
     """
     app = options.app
-    settings = Settings.from_app(app.conf if app is not None else {},
+    settings = settings_from_app(app.conf if app is not None else {},
                                  app_name=app.main if app is not None else None)
     deployment = options.deployment or settings.deployment
     dispatch = options.dispatch or settings.dispatch or "awa"

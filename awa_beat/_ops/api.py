@@ -51,9 +51,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-import psycopg
-
 from .._config import Settings
+from .._db.conninfo import caller_connection
 from .._db.database import Database
 from .._schedules.spec import ScheduleSpec
 from ..errors import ValidationError
@@ -64,21 +63,6 @@ __all__ = ["Schedules"]
 
 #: Either a psycopg connection or Django's connection wrapper (``django.db.connection``).
 Connection = Any
-
-
-def psycopg_connection(conn: Connection) -> psycopg.Connection | None:
-    """The psycopg connection of ``conn``: itself, or the one under Django's wrapper
-    (connected first: Django connects lazily)."""
-    if conn is None or isinstance(conn, psycopg.Connection):
-        return conn
-    ensure = getattr(conn, "ensure_connection", None)
-    if callable(ensure):
-        ensure()
-        inner = getattr(conn, "connection", None)
-        if isinstance(inner, psycopg.Connection):
-            return inner
-    raise TypeError("conn must be a psycopg 3 connection or a Django connection on the "
-                    f"psycopg 3 backend, not {type(conn).__name__}")
 
 
 class Schedules:
@@ -141,7 +125,7 @@ class Schedules:
         entry = {"task": task, "schedule": schedule, "args": args, "kwargs": kwargs,
                  "options": options}
         (spec,) = self._ops.add({name: entry}, replace=replace, force=force,
-                                conn=psycopg_connection(conn))
+                                conn=caller_connection(conn))
         return spec
 
     def add_many(self, entries: Mapping[str, Mapping[str, Any]]
@@ -162,7 +146,7 @@ class Schedules:
             if duplicates:
                 raise ValidationError(duplicates)
         return self._ops.add(batch, replace=replace, force=force,
-                             conn=psycopg_connection(conn))
+                             conn=caller_connection(conn))
 
     def update(self, name: str, *, force: bool = False, conn: Connection = None,
                **changes: Any) -> ScheduleSpec:
@@ -184,25 +168,25 @@ class Schedules:
         :class:`~awa_beat.errors.ScheduleOwned` for a ``beat_schedule``'s row unless
         ``force``.
         """
-        return self._ops.update(name, changes, force=force, conn=psycopg_connection(conn))
+        return self._ops.update(name, changes, force=force, conn=caller_connection(conn))
 
     def pause(self, name: str, by: str | None = None, *, conn: Connection = None
               ) -> datetime:
         """Stop ``name``'s automatic fires until :meth:`resume`; when it was paused."""
-        return self._ops.pause(name, by, conn=psycopg_connection(conn))
+        return self._ops.pause(name, by, conn=caller_connection(conn))
 
     def resume(self, name: str, *, conn: Connection = None) -> None:
         """Resume ``name``; its missed-fire policy decides what is caught up."""
-        self._ops.resume(name, conn=psycopg_connection(conn))
+        self._ops.resume(name, conn=caller_connection(conn))
 
     def trigger(self, name: str, *, conn: Connection = None) -> int:
         """Enqueue one job of ``name`` now, even while paused; the job's id."""
-        return self._ops.trigger(name, conn=psycopg_connection(conn))
+        return self._ops.trigger(name, conn=caller_connection(conn))
 
     def remove(self, name: str, *, conn: Connection = None) -> None:
         """Delete ``name`` (:class:`~awa_beat.errors.NotFound` if there is none); the jobs
         it fired stay. A ``beat_schedule``'s row comes back at that beat's next sync."""
-        self._ops.remove(name, conn=psycopg_connection(conn))
+        self._ops.remove(name, conn=caller_connection(conn))
 
     # -- reads ----------------------------------------------------------------------------
 

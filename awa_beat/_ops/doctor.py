@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .._config import redact
+from .._db.conninfo import redact
 from .._db.lock import Leadership, skew_words
 from .._schedules.cron import load_timezone
 from ..errors import AwaBeatError, SchemaError, SessionLockUnsupported, UnknownSchema

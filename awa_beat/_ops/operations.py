@@ -17,7 +17,8 @@ from collections.abc import Callable, Collection, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from .._config import Settings, celery_dispatch_refused, database_url
+from .._config import Settings, celery_dispatch_refused
+from .._db.conninfo import Connection, database_url, settings_from_app
 from .._db.database import Database
 from .._db.embedded import resolve_database_url
 from .._db.records import ScheduleRow
@@ -43,8 +44,6 @@ from .records import (
 from .rows import beat_entry, upcoming_fires, view_of
 
 if TYPE_CHECKING:
-    import psycopg
-
     from .._beat.node import BeatNode
 
 Clock = Callable[[], datetime]
@@ -65,8 +64,8 @@ def whoami() -> str:
 def settings_for(app: Any, environ: Mapping[str, str] | None = None) -> Settings:
     """awa-beat's settings of a Celery app (or of none: the environment's and defaults)."""
     if app is None:
-        return Settings.from_app({}, environ)
-    return Settings.from_app(app.conf, environ, app_name=app.main)
+        return settings_from_app({}, environ)
+    return settings_from_app(app.conf, environ, app_name=app.main)
 
 
 def find_database_url(explicit: str | None = None, app: Any = None,
@@ -212,7 +211,7 @@ class Operations:
         return view_of(row, self.clock(), name in (self.orphans() or ()))
 
     def pause(self, name: str, by: str | None = None, note: str | None = None, *,
-              conn: psycopg.Connection | None = None) -> datetime:
+              conn: Connection[Any] | None = None) -> datetime:
         """Stop ``name``'s automatic fires; ``by`` (default: ``user@host``) is shown, and
         ``note`` (why) with it while this pause lasts. ``conn``: the caller's connection,
         to join its transaction (also below)."""
@@ -220,14 +219,14 @@ class Operations:
             return self.store.schedules.pause_with_note(name, by or whoami(), note, conn=conn)
         return self.store.schedules.pause(name, by or whoami(), conn=conn)
 
-    def resume(self, name: str, *, conn: psycopg.Connection | None = None) -> None:
+    def resume(self, name: str, *, conn: Connection[Any] | None = None) -> None:
         self.store.schedules.resume(name, conn=conn)
 
-    def trigger(self, name: str, *, conn: psycopg.Connection | None = None) -> int:
+    def trigger(self, name: str, *, conn: Connection[Any] | None = None) -> int:
         """Enqueue one job for ``name`` now, even while paused; the id of that job."""
         return self.store.schedules.trigger(name, conn=conn)
 
-    def remove(self, name: str, *, conn: psycopg.Connection | None = None) -> None:
+    def remove(self, name: str, *, conn: Connection[Any] | None = None) -> None:
         """Delete ``name``'s row; the jobs it already fired stay."""
         if not self.store.schedules.remove(name, conn=conn):
             raise NotFound(f"no schedule named {name!r}")
@@ -249,7 +248,7 @@ class Operations:
         return specs
 
     def add(self, entries: Mapping[str, Any], *, replace: bool = False, force: bool = False,
-            conn: psycopg.Connection | None = None) -> list[ScheduleSpec]:
+            conn: Connection[Any] | None = None) -> list[ScheduleSpec]:
         """Store ``entries`` (a beat_schedule: name -> entry) as runtime schedules, all
         or none, in one transaction (joined to the caller's with ``conn``).
 
@@ -278,7 +277,7 @@ class Operations:
         return specs
 
     def update(self, name: str, changes: Mapping[str, Any], *, force: bool = False,
-               deployment: str | None = None, conn: psycopg.Connection | None = None
+               deployment: str | None = None, conn: Connection[Any] | None = None
                ) -> ScheduleSpec:
         """Change only the given parts of ``name``'s entry (``task``, ``schedule``,
         ``args``, ``kwargs``, ``options``; see :func:`merge_entry`), validated as a

@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlencode
 
 import jinja2
 
-from .._config import redact
+from .._db.conninfo import redact
 from .._logs import event, printable
 from .._ops.operations import Operations
 from ..errors import AwaBeatError, NotFound, StoreError, WriteNotApplied

@@ -6,33 +6,28 @@ from pathlib import Path
 
 import pytest
 
-from awa_beat._config import (
-    AWA_MAIN_LOCK_KEY,
-    DEFAULT_LOCK_KEY,
-    Settings,
-    celery_dispatch_refused,
-    redact,
-)
+from awa_beat._config import AWA_MAIN_LOCK_KEY, DEFAULT_LOCK_KEY, celery_dispatch_refused
+from awa_beat._db.conninfo import redact, settings_from_app
 from awa_beat._db.embedded import resolve_database_url
 from awa_beat.errors import ConfigError
 
 
 def test_defaults() -> None:
-    s = Settings.from_app({}, environ={})
+    s = settings_from_app({}, environ={})
     assert (s.database_url, s.lock_key, s.sync_interval, s.ping_interval,
             s.election_interval, s.catch_up_limit, s.default_timezone, s.dispatch,
             s.deployment) == (None, DEFAULT_LOCK_KEY, 60.0, 30.0, 1.0, 1000, "UTC", None,
                               "default")
     assert int.from_bytes(b"AWA_BEAT", "big") == DEFAULT_LOCK_KEY
     assert s.dst == "awa"  # Awa's rule: what an Awa leader sharing the table fires too
-    assert Settings.from_app({"awa_beat_dst": "celery"}, environ={}).dst == "celery"
+    assert settings_from_app({"awa_beat_dst": "celery"}, environ={}).dst == "celery"
 
 
 def test_the_apps_configuration_wins_over_the_environment() -> None:
     conf = {"awa_beat_sync_interval": 5, "timezone": "Europe/Paris"}
     environ = {"AWA_BEAT_SYNC_INTERVAL": "7", "AWA_BEAT_CATCH_UP_LIMIT": "3",
                "AWA_BEAT_DISPATCH": "celery"}
-    s = Settings.from_app(conf, environ=environ, app_name="proj")
+    s = settings_from_app(conf, environ=environ, app_name="proj")
     assert (s.sync_interval, s.catch_up_limit, s.dispatch, s.default_timezone,
             s.deployment) == (5.0, 3, "celery", "Europe/Paris", "proj")
 
@@ -59,13 +54,13 @@ def test_the_apps_configuration_wins_over_the_environment() -> None:
 def test_a_bad_value_names_the_setting_and_what_is_allowed(key: str, value: object,
                                                            message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        Settings.from_app({key: value}, environ={})
+        settings_from_app({key: value}, environ={})
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e999"])
 def test_the_environment_cannot_give_a_setting_that_is_not_finite(value: str) -> None:
     with pytest.raises(ConfigError, match="awa_beat_election_interval"):
-        Settings.from_app({}, environ={"AWA_BEAT_ELECTION_INTERVAL": value})
+        settings_from_app({}, environ={"AWA_BEAT_ELECTION_INTERVAL": value})
 
 
 def test_redact_hides_the_password_and_a_malformed_url_shows_nothing() -> None:
@@ -76,7 +71,7 @@ def test_redact_hides_the_password_and_a_malformed_url_shows_nothing() -> None:
 
 def test_a_malformed_url_error_never_quotes_the_password() -> None:
     with pytest.raises(ConfigError) as info:
-        Settings.from_app({"awa_beat_database_url": "postgresql://u:s3cret@db/x y="},
+        settings_from_app({"awa_beat_database_url": "postgresql://u:s3cret@db/x y="},
                           environ={})
     assert "s3cret" not in str(info.value) and info.value.__cause__ is None
 

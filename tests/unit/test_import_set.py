@@ -53,6 +53,9 @@ AWA_BEAT_MODULES = {
     "awa_beat._db.batches",
     "awa_beat._db.database",
     "awa_beat._db.layout",
+    # The settings' DSN check and redaction, which _config held before psycopg stopped at
+    # the database layer: the scheduler checks the URL when it reads its settings.
+    "awa_beat._db.conninfo",
     "awa_beat._db.lock",
     "awa_beat._db.records",
     "awa_beat._db.schema",

@@ -38,12 +38,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 #: except the surfaces, whose packages must not import each other.
 SHARED_LAYERS = {"base"}
 
-#: psycopg stops at the database layer: no module above it imports the driver. The modules
-#: still listed here hold connection code that has not yet moved into ``_db``.
-PSYCOPG_OUTSIDE_DB: set[str] = {
-    "_config", "_ops.api", "_ops.operations", "contrib.django._operations",
-    "_importers.django", "_testing",
-}
+#: psycopg stops at the database layer: no module above it imports the driver. The one
+#: module listed here is the test helper, which creates and drops whole databases on the
+#: server (CREATE DATABASE ... TEMPLATE, DROP DATABASE) and opens connections of its own to
+#: do it; that is a test rig's work, not the library's, so it stays out of ``_db``.
+PSYCOPG_OUTSIDE_DB: set[str] = {"_testing"}
 
 
 def _unit(module: str) -> tuple[int, str]:

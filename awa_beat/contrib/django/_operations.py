@@ -6,8 +6,8 @@ import threading
 
 from django.conf import settings
 from django.db import connections
-from psycopg.conninfo import make_conninfo
 
+from ..._db.conninfo import dsn_of
 from ..._db.database import Database
 from ..._ops.operations import Operations
 
@@ -23,10 +23,8 @@ def database_url() -> str:
         return str(explicit)
     alias = getattr(settings, "AWA_BEAT_DATABASE", "default")
     db = connections[alias].settings_dict
-    params = {"dbname": db.get("NAME"), "user": db.get("USER"),
-              "password": db.get("PASSWORD"), "host": db.get("HOST"),
-              "port": str(db.get("PORT") or "")}
-    return make_conninfo(**{k: v for k, v in params.items() if v})
+    return dsn_of(dbname=db.get("NAME"), user=db.get("USER"), password=db.get("PASSWORD"),
+                  host=db.get("HOST"), port=str(db.get("PORT") or ""))
 
 
 def operations() -> Operations:
