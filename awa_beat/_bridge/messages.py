@@ -196,8 +196,10 @@ class MessageBuilder:
     def prepare(self, job: dict[str, Any]) -> Prepared:
         """Build the job's message exactly as Celery's beat would send it.
 
-        ``job`` is a row of :meth:`Store.pending_celery_jobs`. It holds its args and Celery
-        options as JSON text, so that they key the caches below without being parsed again.
+        ``job`` is a row of
+        :meth:`~awa_beat._db.outbox.OutboxStore.pending_celery_jobs`. It holds its args and
+        Celery options as JSON text, so that they key the caches below without being
+        parsed again.
 
         Celery builds the first message for each task and set of options; the others
         are copies with their own task id, expiry, args and kwargs (body and the

@@ -10,7 +10,7 @@ The states and the steps between them::
 * A leader calls :meth:`Leadership.ping` every ping interval. A failed ping means that
   the session (and so the lock) may be gone, so leadership ends at once.
 * Time comes from the database. Each election attempt and each ping first measures this
-  host's clock against the server's (:func:`~awa_beat._db.store.clock_skew`). Beyond the
+  host's clock against the server's (:func:`~awa_beat._db.database.clock_skew`). Beyond the
   clock tolerance, a follower does not try for the lock and a leader stands down, so that
   a standby whose clock is right takes over. (The fire statement refuses fires dated
   past the database's clock anyway; this rule keeps a skewed beat from holding the lock
