@@ -28,7 +28,7 @@ import heapq
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
@@ -40,7 +40,7 @@ from .._logs import event
 from .._schedules.fire_times import parse_iso
 from .._schedules.spec import ScheduleSpec
 from ..errors import AwaBeatError, DatabaseUnavailable, StoreError, UnknownSchema
-from .configuration import packed_configuration
+from .configuration import Configuration
 from .opening import Opening, default_leadership, default_store, open_connections
 from .timers import Timers
 
@@ -179,7 +179,8 @@ class BeatNode:
         self.hooks = hooks or NodeHooks()
         self._sleep = sleep
         self._opening = opening
-        self._batches, self._digest = packed_configuration(specs, settings.deployment)
+        self.configuration = Configuration(specs, settings.deployment)
+        """The configuration, packed, and its start-up sync."""
         self._celery_entries = [s.name for s in specs if s.dispatch == "celery"]
         # What probes, metrics and status read. open() sets each as it comes up, so they
         # see the store during a long start-up sync; close() clears the store and the
@@ -263,7 +264,7 @@ class BeatNode:
                     "to Awa workers (awa_beat_dispatch = 'awa')")
             if self._make_outbox is not None:
                 self.outbox = self._make_outbox(store)
-        self._sync_all(store)
+        self.configuration.sync_all(store)
         self.engine = engine = Engine(store, catch_up_limit=settings.catch_up_limit,
                                       clock=self.clock, on_fired=self._on_fired)
         engine.stats.watched = frozenset(self.watched)
@@ -430,7 +431,7 @@ class BeatNode:
             # Awa may have been migrated under a running beat: a table it no longer knows
             # stops the leader, as it would have stopped it at start-up.
             run.store.check_layout()
-            self._resync = list(self._batches)
+            self._resync = list(self.configuration.batches)
         if self._resync:
             synced = run.store.schedules.sync(self._resync.pop().unpack())
             if synced.inserted or synced.updated:
@@ -464,85 +465,6 @@ class BeatNode:
         return 0.0
 
     # -- duties ----------------------------------------------------------------------------
-
-    def _sync_all(self, store: NodeStore) -> None:
-        """The start-up sync, every slice before the first fire: a fire must not use a
-        definition the configuration has changed. Skipped when the deployment's rows are
-        stored as the last start-up sync of this same configuration left them (a
-        restart, a redeploy that changed no entry): nothing would be written. It runs
-        inside :meth:`open`, before the node runs, so it is handed the store."""
-        deployment = self.settings.deployment
-        digest = self._digest if self._batches else None
-        if digest is not None and self._config_in_force(store, digest):
-            # The rows the deployment owns are then the configured ones, no more (no
-            # orphan) and no fewer (none written at run time): nothing to warn of.
-            event(logger, logging.INFO, "sync",
-                  "beat: the %d schedule(s) of beat_schedule are stored as they are "
-                  "configured; nothing to sync", self.configured,
-                  inserted=0, updated=0, unchanged=self.configured, skipped=True)
-            return  # the statistics were refreshed with the connections (open_connections)
-        result = store.schedules.sync_all([batch.unpack() for batch in self._batches])
-        if digest is not None:
-            try:
-                store.schedules.record_config(deployment, digest, result)
-            except DatabaseUnavailable:
-                raise
-            except StoreError as exc:
-                self._record_refused(exc, "cannot record the configuration synced")
-        inserted, updated, unchanged = result.inserted, result.updated, result.unchanged
-        event(logger, logging.INFO, "sync",
-              "beat: synced %d schedule(s): %d new, %d changed, %d unchanged",
-              result.rows, inserted, updated, unchanged,
-              inserted=inserted, updated=updated, unchanged=unchanged, skipped=False)
-        store.schedules.analyze_if_stale()  # before the first fire plans against the table
-        self._warn_orphans(store)
-        self._warn_conflicts(store)
-
-    def _config_in_force(self, store: NodeStore, digest: str) -> bool:
-        """Whether the stored rows are this configuration's; a record that cannot be
-        read (a role without rights on awa_beat.config_syncs) means a whole sync."""
-        try:
-            return store.schedules.config_in_force(self.settings.deployment, digest)
-        except DatabaseUnavailable:
-            raise
-        except StoreError as exc:
-            self._record_refused(exc, "cannot read the configuration last synced")
-            return False
-
-    def _record_refused(self, exc: StoreError, what: str) -> None:
-        event(logger, logging.WARNING, "sync.record_failed",
-              "beat: %s (%s); every start syncs the whole configuration until this is "
-              "fixed", what, exc, error=str(exc))
-
-    def configured_names(self) -> Iterable[str]:
-        return (name for batch in self._batches for name in batch.unpack().names)
-
-    @property
-    def configured(self) -> int:
-        """How many entries the configuration has."""
-        return sum(batch.size for batch in self._batches)
-
-    def _warn_orphans(self, store: NodeStore) -> None:
-        deployment = self.settings.deployment
-        for name in store.schedules.orphaned_names(deployment, list(self.configured_names())):
-            event(logger, logging.WARNING, "schedule.orphan",
-                  "beat: schedule %r is stored (deployment %r) but no longer in "
-                  "beat_schedule; it keeps firing until removed: `awa-beat remove %s`",
-                  name, deployment, name, schedule=name, deployment=deployment)
-
-    def _warn_conflicts(self, store: NodeStore) -> None:
-        """Entries of beat_schedule whose row was written at run time (the Python API,
-        `awa-beat add`, or a forced take-over): the sync left those rows alone, and the
-        runtime definition stays in force until the row is removed."""
-        names = list(self.configured_names())
-        if not names:
-            return
-        for name in store.schedules.runtime_owned_names(names):
-            event(logger, logging.WARNING, "schedule.conflict",
-                  "beat: schedule %r is in beat_schedule but was written at run time; "
-                  "beat leaves the stored row as it is: drop the entry, or `awa-beat "
-                  "remove %s` to have the next sync store beat_schedule's definition",
-                  name, name, schedule=name, deployment=self.settings.deployment)
 
     def _listen(self, run: _Running) -> None:
         """As a new leader, wake on notifications rather than poll, where the schema

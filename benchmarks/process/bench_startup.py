@@ -47,7 +47,7 @@ def one_start(cfg: dict[str, Any]) -> None:
     mark("importing Celery")
     import peerapp
 
-    import awa_beat._beat.node as node
+    import awa_beat._beat.configuration as configuration
     import awa_beat._celery.scheduler as adapter
     import awa_beat._engine.engine as engine
     mark("importing awa_beat")
@@ -64,8 +64,9 @@ def one_start(cfg: dict[str, Any]) -> None:
         setattr(owner, name, timed)
 
     step(adapter, "specs_from_beat_schedule", "converting the entries")
-    step(node, "packed_configuration", "encoding them (packed, and their digest)")
-    step(node.BeatNode, "_sync_all", "the start-up sync (none: the configuration is stored)")
+    step(configuration, "packed_configuration", "encoding them (packed, and their digest)")
+    step(configuration.Configuration, "sync_all",
+         "the start-up sync (none: the configuration is stored)")
     step(engine.Engine, "load", "loading the rows")
     scheduler = adapter.Scheduler(app=app, lazy=False)
     for _ in range(200):
