@@ -27,14 +27,17 @@ class ScheduleView:
 
     row: ScheduleRow
     next_fire: datetime | None
-    """The next fire after now, or None (no further fire, or the row is invalid)."""
+    """The next fire after now, or None when there is none (no fire is left, or the row
+    is invalid)."""
     problem: str | None = None
     """Why the row cannot fire (a bad expression, zone or policy), or None."""
     orphan: bool = False
-    """Registered by the app's deployment, but no longer in its beat_schedule."""
+    """Whether the app's deployment registered the row but its beat_schedule no longer
+    has it."""
     never_fires: str | None = None
-    """Why a valid row that is not retired has no fire left (an end or an ``at()``
-    past, an rrule spent), or None: it will never fire again."""
+    """Why a valid row that is not retired has no fire left (its end or its ``at()``
+    instant is past, or its rrule is spent), or None. A row with a reason here will never
+    fire again."""
 
     @property
     def name(self) -> str:
@@ -46,8 +49,9 @@ class ScheduleView:
 
     @property
     def paused(self) -> bool:
-        """Paused (by an operator, or retired by its last run): nothing fires on its own,
-        whatever :attr:`next_fire` says it would be once resumed."""
+        """Whether the row is paused, by an operator or because its last run retired it.
+        Nothing fires on its own while it is paused, whatever :attr:`next_fire` says it
+        would be once resumed."""
         return self.row.paused_at is not None
 
     @property
@@ -59,8 +63,9 @@ class ScheduleView:
 
     @property
     def quiet_since(self) -> datetime | None:
-        """When it has not fired: the instant since which it has not, if that is not its
-        registration (its calendar changed then); else None."""
+        """For a row that has not fired, the instant since which it has not, unless that
+        instant is its registration; else None. A cursor past the registration marks a
+        change of the row's calendar, which restarts the wait for its first fire."""
         cursor = self.row.last_enqueued_at
         if self.last_fire is not None or cursor is None:
             return None
@@ -88,9 +93,12 @@ class ScheduleView:
 
 @dataclass(frozen=True)
 class UpcomingFire:
+    """One fire to come, as ``awa-beat show`` and the dashboard list them."""
+
     at: datetime
     note: str = ""
-    """Set when the zone's UTC offset changed since the previous fire (DST)."""
+    """A note that the zone's UTC offset changes before this fire (a DST change), or an
+    empty string when it does not."""
 
 
 @dataclass(frozen=True)
@@ -100,11 +108,12 @@ class JobRecord:
     job_id: int
     schedule: str | None
     fire_time: str | None
-    """As stored in the job's metadata (``YYYY-MM-DD HH:MM:SS+00``); None if triggered."""
+    """The fire time as the job's metadata stores it (``YYYY-MM-DD HH:MM:SS+00``), or None
+    for a manual trigger."""
     triggered_manually: bool
     state: str
     task_id: str | None
-    """The Celery task id, once the bridge published the job."""
+    """The Celery task id, which the job has once the bridge has published it."""
     created_at: datetime
 
     @classmethod
@@ -124,13 +133,15 @@ class Occurrence:
     kind: str
     """``fired``, ``triggered``, ``skipped`` or ``coalesced``."""
     at: datetime
-    """The fire time (a trigger: when it was made; coalesced: the first fire left out)."""
+    """The fire time. For a trigger it is when the trigger was made, and for a coalesce
+    it is the first fire left out."""
     job_id: int | None = None
     task_id: str | None = None
     job_state: str | None = None
     outcome: str | None = None
-    """``started``, ``succeeded``, ``failed``, ``retried``, ``revoked``, ``lost``, or None
-    while nothing is known (not run yet, or the worker does not record outcomes)."""
+    """What became of the run (``started``, ``succeeded``, ``failed``, ``retried``,
+    ``revoked`` or ``lost``), or None while nothing is known: the job has not run yet, or
+    the worker does not record outcomes."""
     started_at: datetime | None = None
     finished_at: datetime | None = None
     runtime: float | None = None
@@ -181,15 +192,16 @@ class BeatView:
     seen_at: datetime
     last_lag_ms: float | None
     clock_skew_ms: float | None
-    """Its clock against the database's at its last election or ping, in milliseconds
-    (positive: the database's is ahead, the host's behind); None: not measured yet."""
+    """How far its clock was from the database's at its last election or ping, in
+    milliseconds, or None before it was measured. A positive value means the database's
+    clock is ahead and the host's behind."""
     age: timedelta
     """How long ago it was seen, by the database's clock."""
     holds_lock: bool
     """Whether its leader lock is held right now."""
     publishes: bool
-    """Whether it publishes its deployment's jobs for Celery (it has the dispatch bridge;
-    only while it leads)."""
+    """Whether it publishes its deployment's jobs for Celery: it has the dispatch bridge,
+    which publishes only while it leads."""
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> BeatView:
@@ -197,7 +209,8 @@ class BeatView:
 
     @property
     def clock(self) -> str:
-        """Its clock against the database's, in words ("-": not measured yet)."""
+        """How far its clock is from the database's, in words, or "-" before it was
+        measured."""
         return "-" if self.clock_skew_ms is None else skew_words(self.clock_skew_ms / 1000)
 
 
@@ -208,30 +221,33 @@ class DeploymentBacklog:
     deployment: str
     jobs: int
     oldest_age: float | None
-    """Seconds since the oldest of them was fired (None: none waiting)."""
+    """Seconds since the oldest of them was fired, or None when none is waiting."""
     publishers: int
-    """Beats of this deployment seen in the last minute that publish Celery jobs; with
-    none, the jobs wait until one runs."""
+    """How many beats of this deployment, seen in the last minute, publish Celery jobs.
+    With none, the jobs wait until one runs."""
 
 
 @dataclass(frozen=True)
 class ClusterStatus:
+    """The cluster as ``awa-beat status`` and the dashboard's cluster page show it."""
+
     leaders: list[BeatView]
-    """Leaders whose lock is really held (normally one per lock key)."""
+    """The leaders whose lock is really held, normally one per lock key."""
     standbys: list[BeatView]
     backlog: int
-    """Jobs for Celery the bridge has not published yet (every deployment's)."""
+    """How many jobs for Celery the bridges have not published yet, of every
+    deployment."""
     overdue: list[Overdue] = field(default_factory=list)
     backlogs: list[DeploymentBacklog] = field(default_factory=list)
-    """Per deployment, by name: every deployment with jobs waiting or a beat that
-    publishes."""
+    """One entry per deployment that has jobs waiting or a beat that publishes, by
+    name."""
     stranded: dict[str, int] = field(default_factory=dict)
-    """Jobs left for Awa workers where Awa is not installed (nothing runs them), by
-    deployment."""
+    """How many jobs wait for Awa workers where Awa is not installed, by deployment.
+    Nothing runs those jobs."""
 
     @property
     def unpublished(self) -> list[DeploymentBacklog]:
-        """The deployments whose jobs wait and no beat seen publishes."""
+        """The deployments whose jobs wait while no beat that was seen publishes them."""
         return [b for b in self.backlogs if b.jobs and not b.publishers]
 
 
@@ -245,9 +261,10 @@ class Delivery:
     runner: str
     """Who runs its jobs, in words."""
     warning: str | None = None
-    """Why they may never run (nothing seen that runs them), or None."""
+    """Why its jobs may never run, because nothing that runs them was seen, or None."""
     refusal: str | None = None
-    """Why they will not run while others would (a mistake to refuse), or None."""
+    """Why its jobs will not run while other jobs would, or None. The command line refuses
+    such a write, because it can only be a mistake."""
 
 
 @dataclass(frozen=True)
@@ -258,10 +275,11 @@ class Check:
     what: str
     fix: str = ""
     details: tuple[str, ...] = ()
-    """The offending items (schedule names, with the reason)."""
+    """The offending items, such as schedule names with the reason for each."""
 
 
-#: The list counts the rows its filter matches up to this many; past it, it says "over".
+#: The list counts the rows its filter matches up to this many, and says "over" past it,
+#: so that a count never scans a whole large table.
 COUNT_LIMIT = 10_000
 
 
@@ -273,11 +291,11 @@ class ScheduleFilter:
     """Text the name contains (case-insensitive)."""
     paused: bool | None = None
     owner: str | None = None
-    """A deployment, or '' for rows no awa-beat registered."""
+    """A deployment, or '' for the rows that no awa-beat registered."""
     owned_by: str | None = None
-    """``"config"`` or ``"runtime"``: who writes the row (see :attr:`ScheduleView.owner`)."""
+    """Who writes the row, ``"config"`` or ``"runtime"`` (see :attr:`ScheduleView.owner`)."""
     names: frozenset[str] | None = None
-    """A set computed elsewhere (overdue, failing schedules) to narrow to."""
+    """Names computed elsewhere (the overdue or failing schedules) to narrow the list to."""
 
 
 @dataclass(frozen=True)
