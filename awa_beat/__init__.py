@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from ._ops.records import ScheduleView
     from ._schedules.calendars import at
     from ._schedules.spec import ScheduleSpec
+    from .outcomes import fire_time
 
 # Each name loaded on first use, and the module that defines it.
 _LAZY = {
@@ -55,6 +56,7 @@ _LAZY = {
     "ScheduleSpec": "_schedules.spec",
     "ScheduleView": "_ops.records",
     "at": "_schedules.calendars",
+    "fire_time": "outcomes",
 }
 
 __all__ = [
@@ -86,6 +88,7 @@ __all__ = [
     "WriteNotApplied",
     "__version__",
     "at",
+    "fire_time",
 ]
 
 if not TYPE_CHECKING:  # a type checker sees the names above, and a typo as an error

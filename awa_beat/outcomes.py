@@ -42,6 +42,7 @@ from ._bridge.messages import (
     JOB_HEADER,
     SCHEDULE_HEADER,
     fire_task_id,
+    parse_fire_time,
 )
 from ._config import Settings
 from ._logs import event
@@ -361,6 +362,39 @@ def _request_fire(request: Any) -> Fire | None:
     if found is None and isinstance(getattr(request, "headers", None), Mapping):
         found = identify(request.id, request.headers)
     return found
+
+
+def fire_time(task_or_request: object) -> datetime | None:
+    """Return the fire time that a task's job stands for, as an aware UTC datetime.
+
+    This is the nominal fire time of the schedule (the instant its calendar named), not
+    the moment the job was created, published or started: a fire that runs late, or one
+    caught up after downtime, still answers the instant it stands for. Task code can
+    process "the window ending at the fire time" with it, and de-duplicate on
+    (schedule, fire time).
+
+    ``task_or_request`` is any of:
+
+    * a bound Celery task (``self`` in a task declared with ``bind=True``), or its
+      ``request`` (the task's Context), or the worker's ``Request`` of the task;
+    * an Awa job (``awa.Job``, or anything with a ``metadata`` mapping), for schedules
+      dispatched to Awa's workers, whose jobs carry ``metadata["cron_fire_time"]``.
+
+    It returns None for a task awa-beat did not fire (a plain ``.delay()`` or
+    ``apply_async``), and for a manual trigger (``awa-beat trigger``, the dashboard's or
+    the admin's Trigger), which runs the task now and stands for no fire time of the
+    calendar. A Celery message's awa-beat headers count only when the task id is the
+    one they derive, so a copied or forged header is not taken for a fire.
+    """
+    metadata = getattr(task_or_request, "metadata", None)
+    if isinstance(metadata, Mapping):
+        text = metadata.get("cron_fire_time")
+        return parse_fire_time(text) if isinstance(text, str) else None
+    # A task's request is its Context; anything without one is taken to be a request.
+    request = getattr(task_or_request, "request", task_or_request)
+    fire = _request_fire(request) or identify(
+        getattr(request, "id", None), getattr(request, "request_dict", None) or {})
+    return parse_fire_time(fire.fire_time) if fire is not None else None
 
 
 class Tracker:

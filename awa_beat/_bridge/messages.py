@@ -116,7 +116,8 @@ def _own_headers(job: dict[str, Any]) -> dict[str, str]:
             AT_MOST_ONCE_HEADER: "1" if job.get("at_most_once") else "0"}
 
 
-def _parse_fire_time(text: str | None) -> datetime | None:
+def parse_fire_time(text: str | None) -> datetime | None:
+    """Return a fire time in Awa's text form as an aware UTC datetime (None for none)."""
     if not text:
         return None
     return parse_iso(text).astimezone(UTC)  # Awa's text form is "YYYY-MM-DD HH:MM:SS+00".
@@ -219,7 +220,7 @@ class MessageBuilder:
         if plan.relative_expiry:
             # The expiry is relative to the fire, not to the publish, so a late publish
             # does not extend it.
-            fired = _parse_fire_time(job["cron_fire_time"]) or job["created_at"]
+            fired = parse_fire_time(job["cron_fire_time"]) or job["created_at"]
             expires = fired + timedelta(seconds=plan.expires)
         task_id = fire_task_id(job["cron_name"], job["cron_fire_time"], job["id"])
         template = self._templates.get(key) if plan.templatable else None

@@ -23,7 +23,7 @@ from awa_beat.errors import AwaBeatError
 ROOT = Path(awa_beat.__file__).resolve().parent.parent
 
 USER_PROGRAM = """\
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import awa_beat
 from awa_beat import (
@@ -36,6 +36,7 @@ from awa_beat import (
     Schedules,
     ValidationError,
     at,
+    fire_time,
 )
 
 
@@ -58,10 +59,18 @@ def scheduler_class() -> type[Scheduler]:
     return awa_beat.Scheduler
 
 
+def window(task: object) -> tuple[datetime, datetime] | None:
+    end = fire_time(task)
+    if end is None:
+        return None
+    return end - timedelta(hours=1), end
+
+
 reveal_type(Schedules)
 reveal_type(awa_beat.Scheduler)
 reveal_type(at)
 reveal_type(awa_beat.ValidationError)
+reveal_type(fire_time)
 """
 
 
@@ -83,12 +92,14 @@ def test_a_users_program_type_checks_against_the_real_types(tmp_path: Path) -> N
     assert result.returncode == 0, result.stdout + result.stderr
     revealed = [line.split("Revealed type is ", 1)[1] for line in result.stdout.splitlines()
                 if "Revealed type is" in line]
-    assert len(revealed) == 4, result.stdout
-    schedules, scheduler, at, error = revealed
+    assert len(revealed) == 5, result.stdout
+    schedules, scheduler, at, error, fire_time = revealed
     assert schedules.endswith("-> awa_beat._ops.api.Schedules\"")
     assert scheduler.endswith("-> awa_beat._celery.scheduler.Scheduler\"")
     assert at.endswith("-> awa_beat._schedules.calendars.at\"")
     assert error.endswith("-> awa_beat.errors.ValidationError\"")
+    assert fire_time.endswith("(task_or_request: object) -> "
+                              "datetime.datetime | None\"")
 
 
 @pytest.mark.parametrize("misuse, message", [
@@ -97,6 +108,7 @@ def test_a_users_program_type_checks_against_the_real_types(tmp_path: Path) -> N
     ("awa_beat.at('2027-01-01')", 'incompatible type "str"'),
     ("n: int = awa_beat.Schedules().get('x')", '"ScheduleView"'),
     ("awa_beat.NotAName", 'has no attribute "NotAName"'),
+    ("n: str = awa_beat.fire_time(object())", '"datetime | None"'),
     ("awa_beat.Schedules.from_app(object(), pool_sise=3)", 'argument "pool_sise"'),
 ])
 def test_a_misuse_of_the_public_api_is_reported(tmp_path: Path, misuse: str,

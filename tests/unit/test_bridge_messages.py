@@ -18,7 +18,7 @@ from kombu.serialization import register
 
 from awa_beat._bridge import Bridge, Dispatcher, fire_task_id
 from awa_beat._bridge import messages as m
-from awa_beat._bridge.messages import MessageBuilder, _call, _parse_fire_time, _Plan
+from awa_beat._bridge.messages import MessageBuilder, _call, _Plan, parse_fire_time
 from awa_beat._db.records import Fence
 from awa_beat._testing import actions, wait_for
 from awa_beat.errors import DatabaseUnavailable
@@ -95,8 +95,8 @@ def test_args_come_from_the_args_column() -> None:
 
 
 def test_fire_times_in_awas_text_form() -> None:
-    assert _parse_fire_time(FIRE) == datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
-    assert _parse_fire_time(None) is None and _parse_fire_time("") is None
+    assert parse_fire_time(FIRE) == datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
+    assert parse_fire_time(None) is None and parse_fire_time("") is None
 
 
 # -- messages -----------------------------------------------------------------------------
