@@ -317,6 +317,7 @@ class MemoryStore:
         self.configs: dict[str, tuple[str, int, int]] = {}
         """``awa_beat.config_syncs``: per deployment, its digest, row count, fingerprint."""
         # The parts, as a database has them; each works on this store's state.
+        self.evaluator = _MemoryEvaluator(self)
         self.schedules = _MemorySchedules(self)
         self.cluster = _MemoryCluster(self)
         self.outbox = _MemoryOutbox(self)
@@ -374,42 +375,56 @@ class MemoryStore:
     def _state(self) -> TableState:
         return TableState(len(self.rows), sum(hash(n) for n in self.rows), self.clock())
 
+    # -- bookkeeping -------------------------------------------------------------------
+
+    def fired(self, name: str) -> list[str]:
+        """The fire times of ``name``'s jobs, in order."""
+        return [j.fire_time for j in self.jobs if j.name == name]
+
+
+class _MemoryEvaluator:
+    """:class:`MemoryStore`'s evaluator part: the readers and the fire's compare-and-swap."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+
     def cron_states(self) -> tuple[TableState, Iterator[CronRow]]:
-        self._call("cron_states")
-        return self._state(), iter([_row(r) for r in list(self.rows.values())])
+        self.store._call("cron_states")
+        return self.store._state(), iter([_row(r) for r in list(self.store.rows.values())])
 
     def cron_names(self) -> list[str]:
-        self._call("cron_names")
-        return list(self.rows)
+        self.store._call("cron_names")
+        return list(self.store.rows)
 
     def cron_states_after(self, after: str, limit: int) -> tuple[str | None, list[CronRow]]:
-        self._call("cron_states_after")
-        names = sorted(n for n in self.rows if n > after)[:limit]
+        self.store._call("cron_states_after")
+        names = sorted(n for n in self.store.rows if n > after)[:limit]
         return ((names[-1] if len(names) == limit else None),
-                [_row(self.rows[n]) for n in names])
+                [_row(self.store.rows[n]) for n in names])
 
     def changes(self, since: datetime, seen_xmin: int | None = None,
                 ) -> tuple[TableState, Iterator[CronRow]]:
-        self._call("changes")
-        return self._state(), iter([_row(r) for r in list(self.rows.values())
+        self.store._call("changes")
+        return self.store._state(), iter([_row(r) for r in list(self.store.rows.values())
                                     if r.updated_at > since])
 
     def cron_states_by_name(self, names: Sequence[str]) -> list[CronState]:
-        self._call("cron_states_by_name")
-        return [self.rows[n] for n in names if n in self.rows]
+        self.store._call("cron_states_by_name")
+        return [self.store.rows[n] for n in names if n in self.store.rows]
 
     def fire(self, requests: Sequence[FireRequest]) -> FireResult:
         """The compare-and-swap of ``fire_batch``: a request fires only if its row
         exists, is not paused and its cursor is still the one it expects. A limited
         request (``runs=`` in the row's marker) fires at most the runs left in
-        :attr:`runs`, and the fire that uses up the last one retires the row (paused,
-        :attr:`paused_by` :data:`~.markers.RETIRED_BY`), as the statement does."""
-        self._call("fire")
+        :attr:`MemoryStore.runs`, and the fire that uses up the last one retires the row
+        (paused, :attr:`MemoryStore.paused_by` :data:`~.markers.RETIRED_BY`), as the
+        statement does."""
+        self.store._call("fire")
         result = FireResult()
-        now = self.clock()
-        horizon = now + timedelta(seconds=self.clock_tolerance)
+        now = self.store.clock()
+        horizon = now + timedelta(seconds=self.store.clock_tolerance)
         for request in requests:
-            row = self.rows.get(request.name)
+            row = self.store.rows.get(request.name)
             if (row is None or row.paused_at is not None
                     or row.last_enqueued_at != request.expected or not request.fire_times):
                 continue
@@ -420,28 +435,23 @@ class MemoryStore:
             limit = max_runs(row.cron_expr) if request.limited else None
             retire = False
             if limit is not None:
-                remaining = max(limit - self.runs.get(request.name, 0), 0)
+                remaining = max(limit - self.store.runs.get(request.name, 0), 0)
                 retire = remaining <= len(times)
                 times = times[:remaining]
                 if times:
-                    self.runs[request.name] = self.runs.get(request.name, 0) + len(times)
+                    runs = self.store.runs
+                    runs[request.name] = runs.get(request.name, 0) + len(times)
             if retire:
-                self.paused_by[request.name] = RETIRED_BY
-            self.rows[request.name] = dataclasses.replace(
+                self.store.paused_by[request.name] = RETIRED_BY
+            self.store.rows[request.name] = dataclasses.replace(
                 row, last_enqueued_at=times[-1] if times else row.last_enqueued_at,
                 paused_at=now if retire else row.paused_at, updated_at=now)
             for t in times:
-                job = FiredJob(len(self.jobs) + 1, request.name,
+                job = FiredJob(len(self.store.jobs) + 1, request.name,
                                t.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S+00"), now)
-                self.jobs.append(job)
+                self.store.jobs.append(job)
                 result.jobs.append(job)
         return result
-
-    # -- bookkeeping -------------------------------------------------------------------
-
-    def fired(self, name: str) -> list[str]:
-        """The fire times of ``name``'s jobs, in order."""
-        return [j.fire_time for j in self.jobs if j.name == name]
 
 
 class _MemorySchedules:

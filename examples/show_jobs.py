@@ -8,8 +8,8 @@ from __future__ import annotations
 import sys
 
 from awa_beat._config import database_url
+from awa_beat._db.database import Database
 from awa_beat._db.embedded import embedded_database_url
-from awa_beat._db.store import Store
 from awa_beat.errors import AwaBeatError
 
 
@@ -17,8 +17,8 @@ def main() -> None:
     limit = int(sys.argv[1]) if len(sys.argv) > 1 else 20
     try:
         url = database_url() or embedded_database_url()
-        with Store(url) as store:
-            rows = store.recent_jobs(limit)
+        with Database(url) as db:
+            rows = db.schedules.recent_jobs(limit)
     except AwaBeatError as exc:  # its message is meant for the user as it is
         sys.exit(f"error: {exc}")
     print(f"{'job':>6}  {'schedule':<18} {'fire time (UTC)':<24} {'task':<18} args")

@@ -15,8 +15,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from awa_beat._db.database import connect
-from awa_beat._db.store import Store
+from awa_beat._db.database import Database, connect
 from awa_beat._testing import FAKE_CLOCK_TOLERANCE, TempDatabases, server_url
 
 LAYOUTS = ("standalone", "awa")
@@ -63,7 +62,7 @@ def empty_db_url(databases: TempDatabases) -> str:
 def report_url(db_url: str) -> str:
     """The test database with one schedule, ``report`` (weekdays at 09:00 in Paris),
     registered by deployment ``proj``."""
-    with Store(db_url) as store:
+    with Database(db_url) as store:
         store.schedules.sync([{
             "name": "report", "cron_expr": "0 9 * * 1-5", "timezone": "Europe/Paris",
             "kind": "t.report", "queue": "default", "args": {"args": [], "kwargs": {}},
@@ -73,8 +72,8 @@ def report_url(db_url: str) -> str:
 
 
 @pytest.fixture
-def store(db_url: str) -> Iterator[Store]:
-    with Store(db_url) as store:
+def store(db_url: str) -> Iterator[Database]:
+    with Database(db_url) as store:
         store.clock_tolerance = FAKE_CLOCK_TOLERANCE  # tests drive time with a FakeClock
         yield store
 

@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from awa_beat._db.database import connect
-from awa_beat._db.store import Store
+from awa_beat._db.database import Database, connect
 from awa_beat._testing import TempDatabases
 
 pytestmark = pytest.mark.integration
@@ -33,7 +32,7 @@ def row(name: str, cron_expr: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def project(databases: TempDatabases) -> Iterator[str]:
     url = databases.fresh("standalone")
-    with Store(url) as store:
+    with Database(url) as store:
         store.schedules.sync([row("nightly", "0 2 * * *"), row("ticker", "*/10 * * * * *")],
                              deployment="proj")
     os.environ["AWA_BEAT_DJANGO_TEST_URL"] = url

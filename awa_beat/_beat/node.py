@@ -265,7 +265,7 @@ class BeatNode:
             if self._make_outbox is not None:
                 self.outbox = self._make_outbox(store)
         self.configuration.sync_all(store)
-        self.engine = engine = Engine(store, catch_up_limit=settings.catch_up_limit,
+        self.engine = engine = Engine(store.evaluator, catch_up_limit=settings.catch_up_limit,
                                       clock=self.clock, on_fired=self._on_fired)
         engine.stats.watched = frozenset(self.watched)
         self._running = _Running(store, leadership, engine, self.outbox)

@@ -21,8 +21,8 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from .._config import Settings
+from .._db.database import Database
 from .._db.lock import Leadership
-from .._db.store import Store
 from ..errors import SchemaError
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ CANCEL_WAIT = 1.0
 
 
 def default_store(url: str, origin: str) -> NodeStore:
-    return Store(url, origin=origin)
+    return Database(url, origin=origin)
 
 
 def default_leadership(url: str, lock_key: int,

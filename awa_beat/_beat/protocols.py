@@ -46,10 +46,9 @@ class NodeOutbox(Protocol):
     def backlogs(self) -> list[OutboxBacklog]: ...
 
 
-class NodeStore(EngineStore, Protocol):
-    """What the node needs of a database, beyond the engine's needs: its life, its schema
-    and the parts it uses (:class:`awa_beat._db.store.Store`,
-    :class:`awa_beat._testing.MemoryStore`)."""
+class NodeStore(Protocol):
+    """What the node needs of a database: its life, its schema and the parts it uses
+    (:class:`awa_beat._db.database.Database`, :class:`awa_beat._testing.MemoryStore`)."""
 
     origin: str
     contact: Contact
@@ -59,6 +58,8 @@ class NodeStore(EngineStore, Protocol):
     def awa_owned(self) -> bool: ...
     @property
     def change_channel(self) -> str | None: ...
+    @property
+    def evaluator(self) -> EngineStore: ...
     @property
     def schedules(self) -> NodeSchedules: ...
     @property

@@ -40,6 +40,7 @@ from .sql import queries
 
 if TYPE_CHECKING:
     from .cluster import ClusterStore
+    from .evaluator import EvaluatorStore
     from .outbox import OutboxStore
     from .outcomes import OutcomeStore
     from .schedules import ScheduleStore
@@ -166,9 +167,9 @@ class Database:
 
     Call :meth:`open` (or use ``with``) before anything else: it reads which table layout
     the database has (:attr:`layout`), which decides how jobs are inserted and whether
-    changes are announced. Each part (:attr:`schedules`, :attr:`outbox`, :attr:`outcomes`,
-    :attr:`cluster`) is made on first use and shares this pool; a caller keeps the part it
-    uses and never needs the others.
+    changes are announced. Each part (:attr:`evaluator`, :attr:`schedules`, :attr:`outbox`,
+    :attr:`outcomes`, :attr:`cluster`) is made on first use and shares this pool; a caller
+    keeps the part it uses and never needs the others.
     """
 
     def __init__(self, conninfo: str, *, min_size: int = 1, max_size: int = 4,
@@ -210,6 +211,13 @@ class Database:
 
     # The parts are imported when first asked for: each part's module imports this one for
     # its connections, so importing them at the top would be circular.
+
+    @functools.cached_property
+    def evaluator(self) -> EvaluatorStore:
+        """The evaluator's reads of every row, and the fire statement."""
+        from .evaluator import EvaluatorStore
+
+        return EvaluatorStore(self)
 
     @functools.cached_property
     def schedules(self) -> ScheduleStore:

@@ -120,8 +120,8 @@ def utcnow() -> datetime:
 
 
 class EngineStore(Protocol):
-    """What the engine needs of a store: :class:`awa_beat._db.store.Store` against
-    PostgreSQL, :class:`awa_beat._testing.MemoryStore` in memory. The readers stream
+    """What the engine needs of a store: :class:`awa_beat._db.evaluator.EvaluatorStore`
+    against PostgreSQL, :class:`awa_beat._testing.MemoryStore` in memory. The readers stream
     plain rows (:class:`~awa_beat._db.records.CronRow`); the engine decides what to keep
     of each as it arrives."""
 

@@ -56,7 +56,7 @@ from chaosinfra import (  # noqa: E402
 )
 
 from awa_beat._bridge import fire_task_id  # noqa: E402
-from awa_beat._db.store import Store  # noqa: E402
+from awa_beat._db.database import Database  # noqa: E402
 from awa_beat._testing import TempDatabases, server_url, wait_for  # noqa: E402
 from awa_beat.errors import WaitTimeout  # noqa: E402
 
@@ -405,7 +405,7 @@ class Harness:
                 f"{time.time() - fault.end:.1f} s after. {fault.detail}")
         self.idle(self.args.settle)
         paused = time.time()
-        with Store(self.obs.url) as store:
+        with Database(self.obs.url) as store:
             for name in SCHEDULES:
                 store.schedules.pause(name, by="chaos harness")
         until = math.floor(paused) - 1.0
@@ -702,7 +702,7 @@ def main(argv: list[str] | None = None) -> int:
             def db_url(host: str) -> str:
                 return shared
             where = "a temporary database on the shared server"
-        with Store(db_url("127.0.0.1")) as store:
+        with Database(db_url("127.0.0.1")) as store:
             store.migrate()
         broker = urlsplit(args.broker)
         proxy = BrokerProxy(net.broker_listen(), (broker.hostname or "127.0.0.1",

@@ -27,9 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import common
 
 from awa_beat._bridge import Bridge
-from awa_beat._db.database import connect
+from awa_beat._db.database import Database, connect
 from awa_beat._db.records import FireRequest
-from awa_beat._db.store import Store
 from awa_beat._schedules.spec import spec_from_entry
 
 
@@ -43,7 +42,7 @@ def main() -> None:
     app = Celery("bench", set_as_current=False)
     app.conf.update(broker_url=args.broker, result_expires=None, task_default_queue=queue)
     n = args.n
-    with common.databases("awabeat_bench") as dbs, Store(dbs.fresh("standalone")) as store:
+    with common.databases("awabeat_bench") as dbs, Database(dbs.fresh("standalone")) as store:
         rows = [spec_from_entry(f"s{i:06d}", {
             "task": "bench.tick", "schedule": 60, "args": [i], "kwargs": {"k": "v"},
             "options": {"expires": 600, "awa_beat": {"dispatch": "celery"}},
@@ -59,7 +58,7 @@ def main() -> None:
             bridge._publisher.open()  # connect outside the timing
             fire = cursor + timedelta(seconds=30)
             start = time.perf_counter()
-            store.fire([FireRequest(f"s{i:06d}", cursor, [fire]) for i in range(n)])
+            store.evaluator.fire([FireRequest(f"s{i:06d}", cursor, [fire]) for i in range(n)])
             fired = time.perf_counter()
             published = bridge.drain()
             done = time.perf_counter()

@@ -5,7 +5,7 @@
 
 Runs on both layouts (standalone awa.jobs table; awa.jobs migrated by awa-pg 0.6.9),
 on the server awa_beat._testing.server_url() finds, in throw-away databases. Each
-measurement is one call of Store.fire(): one statement that compare-and-swaps every
+measurement is one call of Database.fire(): one statement that compare-and-swaps every
 cursor and inserts every job. Targets: 50,000 fires/s standalone, 7,000/s on Awa.
 
 ``--against REV`` pairs this checkout's fire statement with the one in git revision
@@ -30,10 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import common
 
-from awa_beat._db.database import connect
+from awa_beat._db.database import Database, connect
+from awa_beat._db.evaluator import fire_params
 from awa_beat._db.records import FireRequest
 from awa_beat._db.sql import render_queries
-from awa_beat._db.store import Store, fire_params
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
 
@@ -59,13 +59,13 @@ def due_again(admin: Connection, n: int, attempt: int) -> list[FireRequest]:
 
 def measure(url: str, n: int, repeat: int) -> list[float]:
     rates = []
-    with Store(url) as store:
+    with Database(url) as store:
         store.schedules.sync(rows(n), deployment="bench")
         admin = connect(url)
         for attempt in range(repeat):
             requests = due_again(admin, n, attempt)
             start = time.perf_counter()
-            result = store.fire(requests)
+            result = store.evaluator.fire(requests)
             elapsed = time.perf_counter() - start
             if len(result.jobs) != n:
                 sys.exit(f"expected {n} jobs, got {len(result.jobs)}: {result.failed}")
@@ -89,7 +89,7 @@ def measure_pair(url: str, n: int, repeat: int, rev: str) -> tuple[list[float], 
     that a table growing by a batch of jobs per run weighs on both alike)."""
     ours: list[float] = []
     theirs: list[float] = []
-    with Store(url) as store:
+    with Database(url) as store:
         store.schedules.sync(rows(n), deployment="bench")
         awa_owned = store.awa_owned
         statements = {"ours": store.layout.fire_statement,

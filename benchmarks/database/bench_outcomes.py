@@ -31,8 +31,7 @@ import common
 
 from awa_beat._bridge.messages import fire_task_id
 from awa_beat._config import Settings
-from awa_beat._db.database import connect
-from awa_beat._db.store import Store
+from awa_beat._db.database import Database, connect
 from awa_beat.outcomes import install
 
 LIMIT_MS = 1.0
@@ -84,7 +83,7 @@ def run(url: str, n: int, repeat: int) -> None:
     baseline = min(timed(plain, requests(n, True)) for _ in range(repeat)) / n
 
     settings = Settings(database_url=url, at_most_once=False)
-    tracker = install(app, settings, connect=lambda: Store(url, max_size=2).open())
+    tracker = install(app, settings, connect=lambda: Database(url, max_size=2).open())
     traced = build_tracer("bench.noop", noop, app=app, eager=False)
     with_outcomes = min(timed(traced, requests(n, True)) for _ in range(repeat)) / n
     foreign = min(timed(traced, requests(n, False)) for _ in range(repeat)) / n

@@ -28,7 +28,7 @@ import common
 from awa_beat import Schedules
 from awa_beat._beat.configuration import encode_batches
 from awa_beat._config import Settings
-from awa_beat._db.store import Store
+from awa_beat._db.database import Database
 from awa_beat._schedules.spec import specs_from_beat_schedule
 from awa_beat._testing import TempDatabases
 
@@ -54,8 +54,8 @@ def child(url: str, passes: int) -> None:
         with open("/proc/self/status") as f:
             return int(f.read().split("VmRSS:")[1].split()[0]) / 1024
 
-    with Store(url) as store:
-        engine = Engine(store)
+    with Database(url) as store:
+        engine = Engine(store.evaluator)
         before = rss()
         t0 = time.perf_counter()
         engine.load()
@@ -93,7 +93,7 @@ def main() -> None:
         config_url = dbs.fresh("standalone")
         t0 = time.perf_counter()
         specs = specs_from_beat_schedule(beat_schedule, default_dispatch="awa")
-        with Store(config_url) as store:
+        with Database(config_url) as store:
             for batch in encode_batches(specs, "bench"):
                 store.schedules.sync(batch)
         results["config"] = {"write_s": time.perf_counter() - t0,

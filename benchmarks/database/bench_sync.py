@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import common
 
-from awa_beat._db.store import Store
+from awa_beat._db.database import Database
 from awa_beat._schedules.spec import specs_from_beat_schedule
 
 
@@ -57,7 +57,7 @@ def main() -> None:
     changed = [spec.row() for spec in specs_from_beat_schedule(beat_schedule(n, hour=4))]
     with common.databases("awabeat_bench") as dbs:
         for layout in ("standalone", "awa"):
-            with Store(dbs.fresh(layout)) as store:
+            with Database(dbs.fresh(layout)) as store:
                 print(f"-- {layout}")
                 timed(f"first sync of {n:,} (inserts)",
                       lambda: store.schedules.sync(rows, deployment="b"))

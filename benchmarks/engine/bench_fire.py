@@ -47,7 +47,7 @@ def main() -> None:
         else:
             expr, zone = f"{rng.randrange(60)} {rng.randrange(24)} * * *", rng.choice(ZONES)
         store.add(f"s{i}", expr, timezone=zone, last_enqueued_at=T0 - timedelta(days=1))
-    engine = Engine(store, clock=clock)
+    engine = Engine(store.evaluator, clock=clock)
     engine.load()
     clock.advance(hours=24)
     calls = 0

@@ -4,18 +4,18 @@
                                     [--layouts standalone,awa] [--scenarios synced,spread]
 
 For each layout (standalone; awa.jobs migrated by awa-pg) and each scenario, N schedules
-are synced with Store.sync (daily crontabs in seven time zones, 6-field daily crons,
+are synced with Database.sync (daily crontabs in seven time zones, 6-field daily crons,
 ``@every Ns`` intervals of a day or more and cron-grid intervals), each checked to have
 its next fire at least 30 min after its cursor, and every cursor (last_enqueued_at) is
 set to the current second, so nothing is due. Scenarios:
 
-* ``synced``: updated_at as Store.sync wrote it (one statement, so every row shares it),
+* ``synced``: updated_at as Database.sync wrote it (one statement, so every row shares it),
   which is what a beat that has just synced its beat_schedule sees;
 * ``spread``: updated_at spread over the day before, as in a table edited and fired at
   many different times.
 
 A child process (so its RSS is the engine's alone) then builds
-``Engine(store, clock=fake)`` and measures:
+``Engine(store.evaluator, clock=fake)`` and measures:
 
 (a) ``engine.load()``: wall and CPU time, VmRSS growth;
 (b) process RSS after load and after the passes: VmRSS and peak (VmHWM);
@@ -63,9 +63,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import common
 
-from awa_beat._db.database import connect
+from awa_beat._db.database import Database, connect
 from awa_beat._db.sql import queries
-from awa_beat._db.store import Store
 from awa_beat._schedules.fire_times import calendar_for, next_fire_after
 from awa_beat._testing import TempDatabases, server_url
 
@@ -131,7 +130,7 @@ def mix(rows: list[dict[str, Any]]) -> str:
 def prepare(url: str, n: int, scenario: str) -> str:
     cursor = datetime.now(UTC).replace(microsecond=0)
     rows = schedule_rows(n, cursor)
-    with Store(url) as store:
+    with Database(url) as store:
         store.schedules.sync(rows, deployment="bench")
     admin = connect(url)
     if scenario == "spread":
@@ -228,7 +227,7 @@ class Watcher(threading.Thread):
         return sorted({kind for pid, kind in self.seen if pid not in self.counter.pids})
 
 
-def record_store_calls(store: Store, calls: list[str], changed: list[int]) -> None:
+def record_store_calls(store: Database, calls: list[str], changed: list[int]) -> None:
     """Wrap the Store methods the engine calls so each call is listed in ``calls``."""
     for name in ("cron_states", "changes", "fire", "cron_states_by_name"):
         original = getattr(store, name)
@@ -261,7 +260,7 @@ def server_xacts(conn: psycopg.Connection, dbname: str) -> int:
 
 
 class Run:
-    """One Engine on its own Store, driven by a fake clock."""
+    """One Engine on its own Database, driven by a fake clock."""
 
     def __init__(self, url: str, counter: StatementCounter) -> None:
         from awa_beat._engine.engine import Engine
@@ -269,11 +268,11 @@ class Run:
         self.counter = counter
         self.start = datetime.now(UTC)
         self.offset = 0.0
-        self.store = Store(url).open()
+        self.store = Database(url).open()
         self.calls: list[str] = []
         self.changed: list[int] = []
         record_store_calls(self.store, self.calls, self.changed)
-        self.engine = Engine(self.store, clock=self.clock)
+        self.engine = Engine(self.store.evaluator, clock=self.clock)
 
     def clock(self) -> datetime:
         return self.start + timedelta(seconds=self.offset)

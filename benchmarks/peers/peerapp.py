@@ -129,15 +129,14 @@ def prepare(app: Celery, cfg: dict[str, Any]) -> None:
 
 def _prepare_awa(app: Celery, cfg: dict[str, Any]) -> None:
     from awa_beat._beat.configuration import config_digest, encode_batches
-    from awa_beat._db.database import connect
-    from awa_beat._db.store import Store
+    from awa_beat._db.database import Database, connect
     from awa_beat._schedules.spec import specs_from_beat_schedule
 
     specs = specs_from_beat_schedule(app.conf.beat_schedule, default_timezone="UTC",
                                      default_dispatch="celery")
     # As a beat of this configuration that ran before leaves it: synced and recorded, as
     # the other peers find their stores filled.
-    with Store(cfg["db_url"]) as store:
+    with Database(cfg["db_url"]) as store:
         batches = encode_batches(specs, "peers")
         store.schedules.record_config("peers", config_digest(batches),
                                       store.schedules.sync_all(batches))

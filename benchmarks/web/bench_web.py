@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import common
 
-from awa_beat._db.store import Store
+from awa_beat._db.database import Database
 from awa_beat._ops.operations import Operations
 from awa_beat.web import create_app
 
@@ -67,7 +67,7 @@ def main() -> None:
         db = dbs.fresh("standalone")
         all_rows = rows(args.n)
         start = time.perf_counter()
-        with Store(db) as store:
+        with Database(db) as store:
             for i in range(0, args.n, 10_000):
                 chunk = all_rows[i:i + 10_000]
                 store.schedules.sync(chunk, deployment="alpha" if i % 20_000 else "beta")

@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from awa_beat._db.database import connect
-from awa_beat._db.store import Store
+from awa_beat._db.database import Database, connect
 from awa_beat._testing import terminate
 from tests.brokers import BROKERS, broker_conf
 
@@ -142,7 +141,7 @@ def test_an_idle_leader_publishes_a_manual_trigger_at_once(setup) -> None:
 
     try:
         wait_for(leading, 30, "a leader")
-        with Store(url) as store:
+        with Database(url) as store:
             store.schedules.trigger("yearly")
         # Nothing else is due for a year: only the job's notification can wake the leader
         # before its one-minute look for jobs fired elsewhere.

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from awa_beat._db.database import Database
 from awa_beat._db.embedded import default_data_dir, embedded_database_url
-from awa_beat._db.store import Store
 from awa_beat.errors import ConfigError
 from tests.integration.test_cli import run
 
@@ -122,7 +122,7 @@ def test_celery_awa_finds_the_embedded_database_a_beat_started(tmp_path: Path,
         url = embedded_database_url(default_data_dir())
     except ConfigError as exc:
         pytest.skip(f"the embedded PostgreSQL is not installed: {exc}")
-    with Store(url) as store:
+    with Database(url) as store:
         store.migrate()
         store.schedules.sync([{
             "name": "quickstart", "cron_expr": "*/5 * * * *", "timezone": "UTC",

@@ -20,9 +20,8 @@ from click.testing import CliRunner
 
 from awa_beat._celery.command import command as celery_command
 from awa_beat._cli import main
-from awa_beat._db.database import connect
+from awa_beat._db.database import Database, connect
 from awa_beat._db.records import RETIRED_BY
-from awa_beat._db.store import Store
 from awa_beat._engine.engine import Engine
 from awa_beat._testing import TempDatabases
 
@@ -192,9 +191,9 @@ def test_django_celery_beat_rows_cursors_pause_and_options(django_url: str, db_u
     missed = rows["clocked-missed"]
     assert missed["last_enqueued_at"] == datetime(2025, 12, 31, 23, 59, 59, tzinfo=UTC)
     now = datetime.now(UTC)
-    with Store(db_url) as store, connect(db_url) as conn:
+    with Database(db_url) as store, connect(db_url) as conn:
         for _ in range(2):
-            Engine(store, clock=lambda: now).run_pass()
+            Engine(store.evaluator, clock=lambda: now).run_pass()
         jobs = conn.execute("SELECT metadata ->> 'cron_name', metadata ->> 'cron_fire_time'"
                             " FROM awa.jobs WHERE metadata ->> 'cron_name' IN"
                             " ('clocked-missed', 'ran-once', 'clocked')").fetchall()
@@ -258,7 +257,7 @@ def redbeat_app() -> Iterator[Celery]:
     client.close()
 
 
-def test_redbeat_entries(redbeat_app: Celery, store: Store, db_url: str) -> None:
+def test_redbeat_entries(redbeat_app: Celery, store: Database, db_url: str) -> None:
     from celery.schedules import schedule
     from redbeat import RedBeatSchedulerEntry
     from redbeat.schedules import rrule
@@ -307,7 +306,7 @@ def test_redbeat_entries(redbeat_app: Celery, store: Store, db_url: str) -> None
     # The first fire after the cutover is RedBeat's next one after its last run.
     with connect(db_url) as conn:
         clock = datetime(2026, 1, 5, 9, 5, tzinfo=UTC)
-        Engine(store, clock=lambda: clock).run_pass()
+        Engine(store.evaluator, clock=lambda: clock).run_pass()
         fires = [r[0] for r in conn.execute(
             "SELECT metadata ->> 'cron_fire_time' FROM awa.jobs"
             " WHERE metadata ->> 'cron_name' = 'rrule'")]
@@ -361,7 +360,7 @@ def write_schedule_file(path: Path, entries: dict[str, tuple[dict[str, Any], Any
     scheduler.close()
 
 
-def test_celerybeat_schedule_file(tmp_path: Path, store: Store, db_url: str) -> None:
+def test_celerybeat_schedule_file(tmp_path: Path, store: Database, db_url: str) -> None:
     path = tmp_path / "celerybeat-schedule"
     write_schedule_file(path, {
         "hourly": ({"task": "t.hourly", "schedule": crontab(minute=0),
@@ -491,13 +490,13 @@ def test_the_apps_dst_policy_applies_to_every_source(tmp_path: Path,
 # -- the cursor rule ---------------------------------------------------------------------------
 
 
-def fire_times(store: Store, at: datetime) -> list[tuple[str, str]]:
-    engine = Engine(store, clock=lambda: at)
+def fire_times(store: Database, at: datetime) -> list[tuple[str, str]]:
+    engine = Engine(store.evaluator, clock=lambda: at)
     result = engine.run_pass().fired
     return sorted((job.name, job.fire_time) for job in result.jobs)
 
 
-def test_first_fire_after_cutover_is_the_next_one(tmp_path: Path, store: Store,
+def test_first_fire_after_cutover_is_the_next_one(tmp_path: Path, store: Database,
                                                   db_url: str) -> None:
     path = tmp_path / "celerybeat-schedule"
     catch_up = {"awa_beat": {"missed_fire_policy": "catch_up"}}
@@ -523,7 +522,7 @@ def test_first_fire_after_cutover_is_the_next_one(tmp_path: Path, store: Store,
                                      ("hourly-catch-up", "2026-01-05 15:00:00+00")]
 
 
-def test_cursor_never_moves_backwards_on_reimport(tmp_path: Path, store: Store,
+def test_cursor_never_moves_backwards_on_reimport(tmp_path: Path, store: Database,
                                                   db_url: str) -> None:
     path = tmp_path / "celerybeat-schedule"
     hourly = {"task": "t.h", "schedule": crontab(minute=0)}
@@ -553,7 +552,7 @@ def test_cursor_never_moves_backwards_on_reimport(tmp_path: Path, store: Store,
     assert fire_times(store, two + timedelta(hours=1)) == [("hourly", "2026-01-05 15:00:00+00")]
 
 
-def test_existing_rows_keep_their_pause(tmp_path: Path, store: Store, db_url: str) -> None:
+def test_existing_rows_keep_their_pause(tmp_path: Path, store: Database, db_url: str) -> None:
     path = tmp_path / "celerybeat-schedule"
     write_schedule_file(path, {"hourly": ({"task": "t.h", "schedule": crontab(minute=0)},
                                           LAST)})

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from awa_beat._cli import main
+from awa_beat._db.database import Database
 from awa_beat._db.lock import Leadership, SessionLockUnsupported
-from awa_beat._db.store import Store
 from tests.pgbouncer import pgbouncer
 
 from .test_beat_processes import ROOT
@@ -26,7 +26,7 @@ def test_transaction_pooling_is_refused_everywhere(databases, tmp_path: Path) ->
         with pytest.raises(SessionLockUnsupported, match="PgBouncer"):
             Leadership(bounced).try_acquire()
         # As beat runs it: the check's second connection lent by the store's pool.
-        with Store(bounced).open() as store, \
+        with Database(bounced).open() as store, \
                 pytest.raises(SessionLockUnsupported, match="PgBouncer"):
             Leadership(bounced, probe=store.connection).try_acquire()
         doctor = CliRunner().invoke(main, ["doctor", "--database-url", bounced])
@@ -48,7 +48,7 @@ def test_session_pooling_is_fine(databases) -> None:
         leadership = Leadership(bounced)
         assert leadership.try_acquire() is True
         leadership.resign()
-        with Store(bounced).open() as store:
+        with Database(bounced).open() as store:
             leadership = Leadership(bounced, probe=store.connection)
             assert leadership.try_acquire() is True
             leadership.resign()

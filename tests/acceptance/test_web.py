@@ -19,8 +19,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from awa_beat._db.database import connect
-from awa_beat._db.store import Store
+from awa_beat._db.database import Database, connect
 from awa_beat._testing import TempDatabases
 
 pytestmark = pytest.mark.acceptance
@@ -50,7 +49,7 @@ def row(name: str, cron_expr: str, zone: str = "UTC", **over: Any) -> dict[str, 
 @pytest.fixture(scope="module")
 def db_url(databases: TempDatabases) -> str:
     url = databases.fresh("standalone")
-    with Store(url) as store:
+    with Database(url) as store:
         store.schedules.sync([
             row("nightly-report", "0 2 * * *", "Europe/Paris"),
             row("weekday-digest", "0 9 * * 1-5", "America/New_York"),
@@ -297,7 +296,7 @@ def test_history_shows_occurrences_and_the_lists_know_failing_and_overdue(
         page: Any, open_url: str, conn: Any, db_url: str) -> None:
     from awa_beat._ops.operations import Operations
 
-    with Store(db_url) as store:
+    with Database(db_url) as store:
         store.schedules.sync([row("flaky-export", "0 * * * *",
                                   metadata={"celery": {"dispatch": "celery"}})],
                              deployment="billing")

@@ -19,7 +19,7 @@ from awa_beat import Schedules
 from awa_beat._celery.scheduler import Scheduler
 from awa_beat._cli import main
 from awa_beat._config import Settings
-from awa_beat._db.store import Store
+from awa_beat._db.database import Database
 from awa_beat._ops.operations import Operations
 from awa_beat._schedules.fire_times import parse_iso
 from awa_beat._schedules.spec import specs_from_beat_schedule
@@ -47,7 +47,7 @@ def schedules(db_url: str) -> Iterator[Schedules]:
 def configured(db_url: str, **entries: Any) -> None:
     """Register ``entries`` as deployment proj's beat_schedule does."""
     specs = specs_from_beat_schedule(entries)
-    with Store(db_url) as store:
+    with Database(db_url) as store:
         store.schedules.sync([s.row("proj") for s in specs], deployment="proj")
 
 

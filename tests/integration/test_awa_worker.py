@@ -10,9 +10,8 @@ from typing import Any
 
 import pytest
 
-from awa_beat._db.database import connect
+from awa_beat._db.database import Database, connect
 from awa_beat._db.records import FireRequest
-from awa_beat._db.store import Store
 from awa_beat._testing import awa_url
 
 pytestmark = pytest.mark.integration
@@ -29,7 +28,7 @@ class CeleryCall:
 
 def test_awa_worker_runs_a_job_fired_by_awa_beat(awa_db_url: str) -> None:
     t0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
-    with Store(awa_db_url) as store:
+    with Database(awa_db_url) as store:
         assert store.awa_owned
         store.schedules.sync([{
             "name": "nightly", "cron_expr": "0 2 * * *", "timezone": "UTC",
@@ -40,7 +39,8 @@ def test_awa_worker_runs_a_job_fired_by_awa_beat(awa_db_url: str) -> None:
         }], deployment="test")
         conn = connect(awa_db_url)
         conn.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s", (t0,))
-        (fired,) = store.fire([FireRequest("nightly", t0, [t0 + timedelta(hours=17)])]).jobs
+        request = FireRequest("nightly", t0, [t0 + timedelta(hours=17)])
+        (fired,) = store.evaluator.fire([request]).jobs
 
     seen: list[tuple[Any, Any]] = []
 
@@ -99,7 +99,7 @@ def test_an_awa_leader_never_fires_awa_beats_markers(awa_db_url: str) -> None:
 
     start = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(minutes=5)
     rows = [("control", "* * * * * *"), *((f"marker-{i}", m) for i, m in enumerate(MARKERS))]
-    with Store(awa_db_url) as store:
+    with Database(awa_db_url) as store:
         store.schedules.sync([{
             "name": name, "cron_expr": expr, "timezone": "UTC", "kind": "probe.k",
             "queue": "awa_beat_marker_probe", "args": {}, "priority": 2, "max_attempts": 3,

@@ -18,9 +18,8 @@ from kombu import Connection
 from awa_beat._bridge import Bridge, fire_task_id
 from awa_beat._bridge.amqp import coalesced_writes
 from awa_beat._bridge.messages import MessageBuilder
-from awa_beat._db.database import connect
+from awa_beat._db.database import Database, connect
 from awa_beat._db.records import FireRequest
-from awa_beat._db.store import Store
 from awa_beat._schedules.spec import spec_from_entry
 from awa_beat._testing import actions, wait_for
 from awa_beat.errors import StoreError
@@ -48,13 +47,13 @@ def app(request: pytest.FixtureRequest, tmp_path: Path) -> Celery:
 
 
 @pytest.fixture
-def standalone(databases) -> Store:
-    store = Store(databases.fresh("standalone")).open()
+def standalone(databases) -> Database:
+    store = Database(databases.fresh("standalone")).open()
     yield store
     store.close()
 
 
-def register(store: Store, app: Celery, entries: dict[str, dict[str, Any]],
+def register(store: Database, app: Celery, entries: dict[str, dict[str, Any]],
              deployment: str = "bt") -> None:
     rows = []
     for name, entry in entries.items():
@@ -66,9 +65,9 @@ def register(store: Store, app: Celery, entries: dict[str, dict[str, Any]],
     c.close()
 
 
-def fire(store: Store, names: list[str], minutes: int = 1) -> None:
+def fire(store: Database, names: list[str], minutes: int = 1) -> None:
     fires = [T0 + timedelta(minutes=m) for m in range(1, minutes + 1)]
-    result = store.fire([FireRequest(n, T0, fires) for n in names])
+    result = store.evaluator.fire([FireRequest(n, T0, fires) for n in names])
     assert len(result.jobs) == len(names) * minutes
 
 
@@ -94,7 +93,8 @@ def consume(app: Celery, queue: str, expected: int, timeout: float = 10,
     return got
 
 
-def test_published_message_matches_what_celery_beat_sends(app: Celery, standalone: Store) -> None:
+def test_published_message_matches_what_celery_beat_sends(app: Celery,
+                                                          standalone: Database) -> None:
     queue = app.conf.task_default_queue
     entry = {"task": "proj.report", "schedule": 60, "args": [1, "two"],
              "kwargs": {"full": True},
@@ -138,7 +138,7 @@ def test_published_message_matches_what_celery_beat_sends(app: Celery, standalon
     assert state == "completed" and meta["celery_task_id"] == ours.headers["id"]
 
 
-def test_backlog_is_published_in_fire_order(app: Celery, standalone: Store) -> None:
+def test_backlog_is_published_in_fire_order(app: Celery, standalone: Database) -> None:
     queue = app.conf.task_default_queue
     register(standalone, app, {f"s{i}": {"task": "t.x", "schedule": 60, "args": [i],
                                          "options": {"queue": queue}} for i in range(3)})
@@ -159,7 +159,7 @@ def test_backlog_is_published_in_fire_order(app: Celery, standalone: Store) -> N
         assert [tid for _, tid in by_fire] == expected  # fire order, then schedule order
 
 
-def _woken_during_reads(bridge: Bridge, store: Store) -> None:
+def _woken_during_reads(bridge: Bridge, store: Database) -> None:
     """Every read of the outbox is followed by a wake, as when beat fires meanwhile."""
     read = store.outbox.pending_celery_jobs
 
@@ -171,7 +171,7 @@ def _woken_during_reads(bridge: Bridge, store: Store) -> None:
     store.outbox.pending_celery_jobs = reading  # type: ignore[method-assign]
 
 
-def _carrying(app: Celery, store: Store, schedules: int, fired: int) -> Bridge:
+def _carrying(app: Celery, store: Database, schedules: int, fired: int) -> Bridge:
     """A bridge whose drain sent the jobs of the first ``fired`` of ``schedules`` and,
     woken meanwhile, left them in flight for the next drain to confirm."""
     queue = app.conf.task_default_queue
@@ -189,7 +189,7 @@ def _fire_ids(count: int) -> list[str]:
 
 
 def test_a_fire_during_a_drain_leaves_its_last_batch_for_the_next_drain_to_confirm(
-        app: Celery, standalone: Store) -> None:
+        app: Celery, standalone: Database) -> None:
     queue = app.conf.task_default_queue
     bridge = _carrying(app, standalone, schedules=6, fired=3)
     assert bridge.due() and len(standalone.outbox.pending_celery_jobs("bt", 10)) == 3
@@ -203,7 +203,7 @@ def test_a_fire_during_a_drain_leaves_its_last_batch_for_the_next_drain_to_confi
 
 
 def test_a_database_error_after_a_drain_left_a_batch_in_flight_sends_it_once(
-        app: Celery, standalone: Store) -> None:
+        app: Celery, standalone: Database) -> None:
     queue = app.conf.task_default_queue
     bridge = _carrying(app, standalone, schedules=4, fired=2)
     fire(standalone, ["s2", "s3"])
@@ -229,7 +229,7 @@ def test_a_database_error_after_a_drain_left_a_batch_in_flight_sends_it_once(
 
 
 def test_a_deposed_bridge_confirms_the_batch_it_left_in_flight_and_sends_nothing_new(
-        app: Celery, standalone: Store) -> None:
+        app: Celery, standalone: Database) -> None:
     queue = app.conf.task_default_queue
     bridge = _carrying(app, standalone, schedules=4, fired=2)
     bridge.stand_down()
@@ -244,7 +244,7 @@ def test_a_deposed_bridge_confirms_the_batch_it_left_in_flight_and_sends_nothing
 
 
 def test_manual_triggers_go_first_and_pages_miss_nothing(app: Celery,
-                                                         standalone: Store) -> None:
+                                                         standalone: Database) -> None:
     queue = app.conf.task_default_queue
     register(standalone, app, {f"s{i}": {"task": "t.x", "schedule": 60, "args": [i],
                                          "options": {"queue": queue}} for i in range(4)})
@@ -269,7 +269,7 @@ def test_manual_triggers_go_first_and_pages_miss_nothing(app: Celery,
 
 
 def test_a_long_backlog_is_resumed_then_passed_again_from_the_start(app: Celery,
-                                                                     standalone: Store) -> None:
+                                                                     standalone: Database) -> None:
     queue = app.conf.task_default_queue
     register(standalone, app, {f"s{i}": {"task": "t.x", "schedule": 60, "args": [i],
                                          "options": {"queue": queue}} for i in range(3)})
@@ -298,7 +298,7 @@ def test_a_long_backlog_is_resumed_then_passed_again_from_the_start(app: Celery,
 
 
 def test_jobs_of_other_deployments_and_awa_dispatch_are_left_alone(app: Celery,
-                                                                   standalone: Store) -> None:
+                                                                   standalone: Database) -> None:
     register(standalone, app, {"mine": {"task": "t.x", "schedule": 60}}, deployment="bt")
     register(standalone, app, {"theirs": {"task": "t.x", "schedule": 60}}, deployment="other")
     rows = [spec_from_entry("awa-job", {"task": "t.x", "schedule": 60}).row("bt")]
@@ -314,7 +314,7 @@ def test_jobs_of_other_deployments_and_awa_dispatch_are_left_alone(app: Celery,
     assert states == {"mine": "completed", "theirs": "available", "awa-job": "available"}
 
 
-def test_broker_outage_logs_once_then_drains_when_back(app: Celery, standalone: Store,
+def test_broker_outage_logs_once_then_drains_when_back(app: Celery, standalone: Database,
                                                        caplog) -> None:
     if app.broker_kind == "filesystem":  # type: ignore[attr-defined]
         pytest.skip("the filesystem transport cannot be made unreachable")
@@ -342,7 +342,7 @@ def test_broker_outage_logs_once_then_drains_when_back(app: Celery, standalone: 
 
 
 def test_connection_dropped_mid_drain_republishes_with_the_same_ids(
-    app: Celery, standalone: Store
+    app: Celery, standalone: Database
 ) -> None:
     if app.broker_kind != "rabbitmq":  # type: ignore[attr-defined]
         pytest.skip("drops a live AMQP connection")
@@ -380,7 +380,7 @@ def test_connection_dropped_mid_drain_republishes_with_the_same_ids(
     assert set(tasks.values()) == expected
 
 
-def test_retention_deletes_only_old_published_jobs(app: Celery, standalone: Store) -> None:
+def test_retention_deletes_only_old_published_jobs(app: Celery, standalone: Database) -> None:
     register(standalone, app, {"a": {"task": "t.x", "schedule": 60}})
     fire(standalone, ["a"], minutes=3)
     bridge = Bridge(app, standalone.outbox, deployment="bt", retention=timedelta(days=7))
@@ -395,7 +395,7 @@ def test_retention_deletes_only_old_published_jobs(app: Celery, standalone: Stor
 
 
 def test_messages_copied_from_a_template_equal_what_celery_builds(app: Celery,
-                                                                  standalone: Store) -> None:
+                                                                  standalone: Database) -> None:
     queue = app.conf.task_default_queue
     entries = {f"s{i}": {"task": "t.same", "schedule": 60, "args": args, "kwargs": kwargs,
                          "options": {"queue": queue, "expires": 900, "priority": 4,
@@ -427,7 +427,7 @@ def test_messages_copied_from_a_template_equal_what_celery_builds(app: Celery,
 
 
 def test_a_batch_reaches_the_socket_in_a_few_writes_whole_and_in_order(
-    app: Celery, standalone: Store
+    app: Celery, standalone: Database
 ) -> None:
     if app.broker_kind != "rabbitmq":  # type: ignore[attr-defined]
         pytest.skip("counts writes to py-amqp's transport")
@@ -474,7 +474,7 @@ def test_frames_gathered_before_a_failure_are_dropped_and_writes_go_direct_after
     assert [m.decode() for m in consume(app, queue, 1, then_wait=0.5)] == [{"n": "after"}]
 
 
-def test_a_bug_inside_a_drain_propagates_and_is_no_outage(app: Celery, standalone: Store,
+def test_a_bug_inside_a_drain_propagates_and_is_no_outage(app: Celery, standalone: Database,
                                                           monkeypatch, caplog) -> None:
     queue = app.conf.task_default_queue
     register(standalone, app, {f"s{i}": {"task": "t.x", "schedule": 60,
@@ -505,7 +505,7 @@ def test_a_bug_inside_a_drain_propagates_and_is_no_outage(app: Celery, standalon
 
 
 def test_a_job_celery_cannot_build_is_marked_failed_and_the_rest_published(
-    app: Celery, standalone: Store, caplog
+    app: Celery, standalone: Database, caplog
 ) -> None:
     queue = app.conf.task_default_queue
     register(standalone, app, {
@@ -531,7 +531,7 @@ def test_a_job_celery_cannot_build_is_marked_failed_and_the_rest_published(
 
 
 def test_the_fence_reads_nothing_once_the_leaders_lock_session_is_gone(
-        standalone: Store) -> None:
+        standalone: Database) -> None:
     from awa_beat._db.lock import Leadership
     from awa_beat._db.records import Fence
 
@@ -559,7 +559,7 @@ def test_the_fence_reads_nothing_once_the_leaders_lock_session_is_gone(
 
 
 def test_a_new_leader_connects_to_the_broker_before_its_first_fire(
-        app: Celery, standalone: Store) -> None:
+        app: Celery, standalone: Database) -> None:
     from awa_beat._db.lock import Leadership
     from awa_beat._db.records import Fence
 
@@ -587,7 +587,7 @@ def test_a_new_leader_connects_to_the_broker_before_its_first_fire(
 
 
 def test_a_new_leaders_warm_up_against_a_broker_that_is_away_reports_nothing(
-        app: Celery, standalone: Store, caplog) -> None:
+        app: Celery, standalone: Database, caplog) -> None:
     from awa_beat._db.lock import Leadership
     from awa_beat._db.records import Fence
 

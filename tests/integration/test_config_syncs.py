@@ -14,8 +14,8 @@ from celery.schedules import crontab
 from awa_beat._beat.node import BeatNode
 from awa_beat._config import Settings
 from awa_beat._db.batches import SyncBatch
+from awa_beat._db.database import Database
 from awa_beat._db.schedules import ScheduleStore
-from awa_beat._db.store import Store
 from awa_beat._schedules.spec import ScheduleSpec, specs_from_beat_schedule
 
 pytestmark = pytest.mark.integration
@@ -36,7 +36,7 @@ def row(name: str, **over: Any) -> dict[str, Any]:
     return base
 
 
-def sync_whole(store: Store, rows: list[dict[str, Any]], digest: str,
+def sync_whole(store: Database, rows: list[dict[str, Any]], digest: str,
                deployment: str = "proj") -> None:
     """A start-up sync in two batches, then its record."""
     half = len(rows) // 2
@@ -46,7 +46,7 @@ def sync_whole(store: Store, rows: list[dict[str, Any]], digest: str,
 
 
 def test_a_synced_configuration_stays_in_force_through_fires_and_pauses(
-        store: Store, conn: psycopg.Connection) -> None:
+        store: Database, conn: psycopg.Connection) -> None:
     rows = [row(f"s{i}", cron_expr=f"{i} * * * *") for i in range(5)]
     assert not store.schedules.config_in_force("proj", "d1")  # nothing recorded yet
     sync_whole(store, rows, "d1")
@@ -73,7 +73,7 @@ def test_a_synced_configuration_stays_in_force_through_fires_and_pauses(
     "INSERT INTO awa_beat.schedules (name, deployment) VALUES ('stray', 'proj')",
 ])
 def test_any_write_to_a_definition_or_an_owner_ends_it(
-        store: Store, conn: psycopg.Connection, change: str) -> None:
+        store: Database, conn: psycopg.Connection, change: str) -> None:
     rows = [row(f"s{i}") for i in range(5)]
     sync_whole(store, rows, "d1")
     conn.execute("INSERT INTO awa.cron_jobs (name, cron_expr, kind)"
@@ -83,7 +83,7 @@ def test_any_write_to_a_definition_or_an_owner_ends_it(
     assert not store.schedules.config_in_force("proj", "d1")
 
 
-def test_a_resync_that_restores_the_rows_restores_it(store: Store,
+def test_a_resync_that_restores_the_rows_restores_it(store: Database,
                                                       conn: psycopg.Connection) -> None:
     rows = [row(f"s{i}") for i in range(4)]
     sync_whole(store, rows, "d1")
@@ -96,7 +96,7 @@ def test_a_resync_that_restores_the_rows_restores_it(store: Store,
 
 
 def test_a_configuration_with_a_row_written_at_run_time_syncs_every_start(
-        store: Store, conn: psycopg.Connection) -> None:
+        store: Database, conn: psycopg.Connection) -> None:
     # The sync leaves that row alone, so the rows never come to what the configuration
     # says: the record describes the configuration, not what happened to be stored.
     store.schedules.sync([row("taken")], deployment="proj")
@@ -107,7 +107,7 @@ def test_a_configuration_with_a_row_written_at_run_time_syncs_every_start(
 
 
 def test_a_number_written_differently_is_written_as_configured(
-        store: Store, conn: psycopg.Connection) -> None:
+        store: Database, conn: psycopg.Connection) -> None:
     # 30 and 30.0 are equal as jsonb, not as the text the fingerprint hashes: a sync that
     # kept 30 while the configuration says 30.0 would leave a record that never holds.
     sync_whole(store, [row("s0", args={"x": 30}), row("s1")], "d1")

@@ -10,7 +10,7 @@ import pytest
 
 from awa_beat import Schedules
 from awa_beat._config import Settings
-from awa_beat._db.store import Store
+from awa_beat._db.database import Database
 from awa_beat._importers.run import ImportOptions, run_import
 from tests.apps import celery_app
 
@@ -28,7 +28,7 @@ def do_import(db_url: str, **options: Any):
     app = celery_app("proj", db_url=db_url, awa_beat_dispatch="awa", beat_schedule={
         "report": {"task": "t.imported", "schedule": 60.0},
         "fresh": {"task": "t.fresh", "schedule": 30.0}})
-    return run_import(ImportOptions(app=app, **options), lambda url: Store(url, max_size=1))
+    return run_import(ImportOptions(app=app, **options), lambda url: Database(url, max_size=1))
 
 
 def test_a_runtime_row_is_not_carried_over_unless_forced(db_url: str, conn) -> None:
@@ -65,7 +65,7 @@ def test_the_statement_itself_leaves_a_runtime_row_alone(db_url: str, conn) -> N
            "kind": "t.imported", "queue": "default", "args": {"args": [], "kwargs": {}},
            "priority": 2, "max_attempts": 25, "tags": [], "metadata": {},
            "missed_fire_policy": "coalesce"}
-    with Store(db_url) as store:
+    with Database(db_url) as store:
         store.schedules.import_schedules([row], [None], [None], deployment="other")
         assert stored(conn, "report") == before
         store.schedules.import_schedules([row], [None], [None], deployment="other", force=True)

@@ -7,9 +7,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from awa_beat._db.database import connect
+from awa_beat._db.database import Database, connect
 from awa_beat._db.records import FireRequest
-from awa_beat._db.store import Store
 from awa_beat._schedules.spec import spec_from_entry
 from awa_beat.errors import DatabaseUnavailable
 
@@ -19,13 +18,13 @@ T0 = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=5)
 
 
 @pytest.fixture
-def store(databases) -> Store:
-    s = Store(databases.fresh("standalone")).open()
+def store(databases) -> Database:
+    s = Database(databases.fresh("standalone")).open()
     yield s
     s.close()
 
 
-def register(store: Store, names: list[str], deployment: str, dispatch: str) -> None:
+def register(store: Database, names: list[str], deployment: str, dispatch: str) -> None:
     entry = {"task": "t.x", "schedule": 60, "options": {"awa_beat": {"dispatch": dispatch}}}
     store.schedules.sync([spec_from_entry(n, entry).row(deployment) for n in names],
                          deployment=deployment)
@@ -34,7 +33,7 @@ def register(store: Store, names: list[str], deployment: str, dispatch: str) -> 
                   (T0, names))
 
 
-def test_outbox_backlogs_count_each_deployments_pending_celery_jobs(store: Store) -> None:
+def test_outbox_backlogs_count_each_deployments_pending_celery_jobs(store: Database) -> None:
     if store.awa_owned:
         pytest.skip("Celery dispatch needs the standalone schema")
     assert store.outbox.backlogs() == []
@@ -42,7 +41,7 @@ def test_outbox_backlogs_count_each_deployments_pending_celery_jobs(store: Store
     register(store, ["c"], "other", "celery")
     register(store, ["d"], "bt", "awa")  # for Awa workers: not the bridge's
     fires = [T0 + timedelta(minutes=1), T0 + timedelta(minutes=2)]
-    result = store.fire([FireRequest(n, T0, fires) for n in "abcd"])
+    result = store.evaluator.fire([FireRequest(n, T0, fires) for n in "abcd"])
     assert len(result.jobs) == 8
     with connect(store.conninfo) as c:
         c.execute("UPDATE awa.jobs SET created_at = now() - interval '90 seconds'"
@@ -57,7 +56,7 @@ def test_outbox_backlogs_count_each_deployments_pending_celery_jobs(store: Store
     assert store.outbox.stranded_awa_jobs() == {"bt": 2}  # d's: no Awa worker runs them here
 
 
-def test_contact_records_reaching_and_losing_the_database(store: Store) -> None:
+def test_contact_records_reaching_and_losing_the_database(store: Database) -> None:
     store.schedules.list_all()
     assert store.contact.reachable and store.contact.errors == 0
     with connect(store.conninfo) as c:

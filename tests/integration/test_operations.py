@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from awa_beat._db.database import Database
 from awa_beat._db.lock import Leadership
-from awa_beat._db.store import Store
 from awa_beat._ops.doctor import checks, diagnose
 from awa_beat._ops.operations import Operations, utcnow, whoami
 from awa_beat._ops.records import Check, UpcomingFire
@@ -32,7 +32,7 @@ def row(name: str, **over: Any) -> dict[str, Any]:
 
 @pytest.fixture
 def ops(db_url: str) -> Iterator[Operations]:
-    with Store(db_url) as store:
+    with Database(db_url) as store:
         store.schedules.sync([row("daily"),
                               row("every-90s", cron_expr="@every 90s", timezone="UTC"),
                               row("to-celery", metadata={"celery": {"dispatch": "celery"}})],

@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 
-from awa_beat._db.database import connect
+from awa_beat._db.database import Database, connect
 from awa_beat._db.records import Coalesced, FireRequest
-from awa_beat._db.store import Store
 from awa_beat._engine.engine import Engine
 from awa_beat._ops.operations import Operations
 from awa_beat._schedules.spec import spec_from_entry
@@ -23,7 +22,7 @@ T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 TEXT = "%Y-%m-%d %H:%M:%S+00"
 
 
-def register(store: Store, name: str, dispatch: str = "celery", **awa: Any) -> None:
+def register(store: Database, name: str, dispatch: str = "celery", **awa: Any) -> None:
     spec = spec_from_entry(name, {"task": "t.run", "schedule": 60.0,
                                   "options": {"awa_beat": {"dispatch": dispatch, **awa}}})
     store.schedules.sync([spec.row("proj")], deployment="proj")
@@ -31,13 +30,13 @@ def register(store: Store, name: str, dispatch: str = "celery", **awa: Any) -> N
         c.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s WHERE name = %s", (T0, name))
 
 
-def fire(store: Store, name: str, expected: datetime, *times: datetime,
+def fire(store: Database, name: str, expected: datetime, *times: datetime,
          coalesced: Coalesced | None = None) -> tuple[list[int], list[str]]:
-    result = store.fire([FireRequest(name, expected, list(times), coalesced=coalesced)])
+    result = store.evaluator.fire([FireRequest(name, expected, list(times), coalesced=coalesced)])
     return [j.job_id for j in result.jobs], [j.fire_time for j in result.skipped]
 
 
-def finish(store: Store, name: str, fire_time: datetime, state: str = "succeeded") -> None:
+def finish(store: Database, name: str, fire_time: datetime, state: str = "succeeded") -> None:
     from awa_beat._bridge.messages import fire_task_id
 
     text = fire_time.strftime(TEXT)
@@ -46,7 +45,7 @@ def finish(store: Store, name: str, fire_time: datetime, state: str = "succeeded
         finished_at=datetime.now(UTC), runtime=0.5)]))
 
 
-def test_overlap_skip_fires_nothing_while_the_last_run_is_unfinished(store: Store) -> None:
+def test_overlap_skip_fires_nothing_while_the_last_run_is_unfinished(store: Database) -> None:
     register(store, "nightly", overlap="skip", max_runtime=600)
     t1, t2, t3 = (T0 + timedelta(minutes=k) for k in (1, 2, 3))
     assert fire(store, "nightly", T0, t1)[0]
@@ -60,7 +59,7 @@ def test_overlap_skip_fires_nothing_while_the_last_run_is_unfinished(store: Stor
     assert kinds == [("fired", t3), ("skipped", t2), ("fired", t1)]
 
 
-def test_overlap_skip_is_bounded_by_max_runtime(store: Store) -> None:
+def test_overlap_skip_is_bounded_by_max_runtime(store: Database) -> None:
     register(store, "hung", overlap="skip", max_runtime=1)
     t1, t2 = T0 + timedelta(minutes=1), T0 + timedelta(minutes=2)
     assert fire(store, "hung", T0, t1)[0]
@@ -69,14 +68,14 @@ def test_overlap_skip_is_bounded_by_max_runtime(store: Store) -> None:
     assert fire(store, "hung", t1, t2)[0]  # the run that never reported no longer blocks
 
 
-def test_overlap_skip_fires_one_of_several_catch_up_fires(store: Store) -> None:
+def test_overlap_skip_fires_one_of_several_catch_up_fires(store: Database) -> None:
     register(store, "burst", overlap="skip", missed_fire_policy="catch_up")
     times = [T0 + timedelta(minutes=k) for k in (1, 2, 3)]
     jobs, skipped = fire(store, "burst", T0, *times)
     assert len(jobs) == 1 and len(skipped) == 2
 
 
-def test_allow_is_unchanged_and_records_no_run(store: Store) -> None:
+def test_allow_is_unchanged_and_records_no_run(store: Database) -> None:
     register(store, "plain")
     jobs, _ = fire(store, "plain", T0, T0 + timedelta(minutes=1))
     jobs2, _ = fire(store, "plain", T0 + timedelta(minutes=1), T0 + timedelta(minutes=2))
@@ -85,7 +84,7 @@ def test_allow_is_unchanged_and_records_no_run(store: Store) -> None:
         assert c.execute("SELECT count(*) FROM awa_beat.last_runs").fetchone()[0] == 0
 
 
-def test_awa_dispatch_overlap_reads_awa_jobs_state(store: Store) -> None:
+def test_awa_dispatch_overlap_reads_awa_jobs_state(store: Database) -> None:
     register(store, "awa-run", dispatch="awa", overlap="skip")
     t1, t2, t3 = (T0 + timedelta(minutes=k) for k in (1, 2, 3))
     (job,), _ = fire(store, "awa-run", T0, t1)
@@ -95,10 +94,10 @@ def test_awa_dispatch_overlap_reads_awa_jobs_state(store: Store) -> None:
     assert len(fire(store, "awa-run", t2, t3)[0]) == 1
 
 
-def test_the_engine_records_fires_a_coalesce_left_out(store: Store) -> None:
+def test_the_engine_records_fires_a_coalesce_left_out(store: Database) -> None:
     register(store, "minutely")
     clock = FakeClock(T0 + timedelta(minutes=10, seconds=5))
-    engine = Engine(store, clock=clock)
+    engine = Engine(store.evaluator, clock=clock)
     engine.run_pass()
     with Operations(store) as ops:
         found = ops.occurrences("minutely")
@@ -108,7 +107,7 @@ def test_the_engine_records_fires_a_coalesce_left_out(store: Store) -> None:
         T0 + timedelta(minutes=1), T0 + timedelta(minutes=9), 9)
 
 
-def test_reports_merge_into_one_row_and_claims_refuse_a_second_run(store: Store) -> None:
+def test_reports_merge_into_one_row_and_claims_refuse_a_second_run(store: Database) -> None:
     now = datetime.now(UTC)
     start = Report("tid", "s", "2026-01-05 09:01:00+00", 7, "started", 0, now, worker="w1")
     end = Report("tid", "s", "2026-01-05 09:01:00+00", 7, "failed", 0, finished_at=now,
@@ -130,7 +129,7 @@ def test_reports_merge_into_one_row_and_claims_refuse_a_second_run(store: Store)
     assert store.outcomes.purge(timedelta(days=1)) == 0
 
 
-def test_overdue_lists_missed_failed_and_late_schedules(store: Store) -> None:
+def test_overdue_lists_missed_failed_and_late_schedules(store: Database) -> None:
     register(store, "ok")
     register(store, "failing")
     register(store, "late", deadline=30)
@@ -148,7 +147,7 @@ def test_overdue_lists_missed_failed_and_late_schedules(store: Store) -> None:
     assert found["missed"][0].startswith("missed")
 
 
-def test_history_status_and_doctor_commands_show_occurrences_and_overdue(store: Store
+def test_history_status_and_doctor_commands_show_occurrences_and_overdue(store: Database
                                                                          ) -> None:
     import json
 
@@ -180,7 +179,7 @@ def test_history_status_and_doctor_commands_show_occurrences_and_overdue(store: 
     assert "nightly: " in doctor.output
 
 
-def test_metrics_sources_report_overdue_and_the_workers_outcomes(store: Store) -> None:
+def test_metrics_sources_report_overdue_and_the_workers_outcomes(store: Database) -> None:
     from types import SimpleNamespace
 
     from awa_beat._beat.metrics import run_report_sources

@@ -14,10 +14,9 @@ from celery import Celery
 from awa_beat._bridge import Bridge
 from awa_beat._celery.scheduler import Scheduler, configured_entries
 from awa_beat._config import Settings
-from awa_beat._db.database import connect
+from awa_beat._db.database import Database, connect
 from awa_beat._db.lock import Leadership
 from awa_beat._db.records import FireRequest
-from awa_beat._db.store import Store
 from awa_beat._engine.engine import Engine
 from awa_beat._schedules.spec import spec_from_entry
 from awa_beat._testing import FakeClock as Clock
@@ -36,7 +35,7 @@ def test_an_unreachable_database_is_a_failed_election_not_a_crash() -> None:
 
 
 def test_no_pooled_connection_is_a_store_error(db_url: str) -> None:
-    with Store(db_url, max_size=1, timeout=0.2) as store:
+    with Database(db_url, max_size=1, timeout=0.2) as store:
         held = threading.Event()
         release = threading.Event()
 
@@ -64,13 +63,13 @@ def _row(name: str, **over: Any) -> dict[str, Any]:
 
 def test_a_failed_fire_is_retried_within_a_second(db_url: str, monkeypatch) -> None:
     t0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
-    with Store(db_url) as store:
+    with Database(db_url) as store:
         store.schedules.sync([_row("a")], deployment="d")
         c = connect(db_url)
         c.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s", (t0,))
         clock = Clock(t0 + timedelta(minutes=1))
-        engine = Engine(store, clock=clock, refresh_interval=3600)
-        real_fire = store.fire
+        engine = Engine(store.evaluator, clock=clock, refresh_interval=3600)
+        real_fire = store.evaluator.fire
         calls = []
 
         def flaky(requests: Any) -> Any:
@@ -79,7 +78,7 @@ def test_a_failed_fire_is_retried_within_a_second(db_url: str, monkeypatch) -> N
                 raise StoreError("firing failed: server closed the connection unexpectedly")
             return real_fire(requests)
 
-        monkeypatch.setattr(store, "fire", flaky)
+        monkeypatch.setattr(store.evaluator, "fire", flaky)
         with pytest.raises(StoreError):
             engine.run_pass()
         assert engine.wait() == pytest.approx(1.0)  # back in a second, not at the next load
@@ -91,13 +90,13 @@ def test_a_failed_fire_is_retried_within_a_second(db_url: str, monkeypatch) -> N
 
 def test_a_row_whose_job_breaks_awas_limits_does_not_spin(db_url: str, caplog) -> None:
     t0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
-    with Store(db_url) as store:
+    with Database(db_url) as store:
         store.schedules.sync([_row("good"), _row("tags", tags=[f"t{i}" for i in range(21)])],
                              deployment="d")
         c = connect(db_url)
         c.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s", (t0,))
         c.close()
-        engine = Engine(store, clock=Clock(t0 + timedelta(minutes=1, seconds=30)),
+        engine = Engine(store.evaluator, clock=Clock(t0 + timedelta(minutes=1, seconds=30)),
                         refresh_interval=3600)
         with caplog.at_level(logging.ERROR, logger="awa_beat.engine"):
             engine.run_pass()
@@ -118,7 +117,7 @@ def test_bridge_ignores_publish_retry_options_and_fails_only_bad_jobs(db_url: st
         "data_folder_in": str(folder), "data_folder_out": str(folder),
         "control_folder": str(folder / "control")})
     t0 = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=2)
-    with Store(db_url) as store:
+    with Database(db_url) as store:
         rows = [spec_from_entry(name, {"task": "t.x", "schedule": 60, "options": opts}).row("d")
                 for name, opts in [
                     ("retry", {"retry": True, "retry_policy": {"max_retries": 1},
@@ -128,7 +127,8 @@ def test_bridge_ignores_publish_retry_options_and_fails_only_bad_jobs(db_url: st
         store.schedules.sync(rows, deployment="d")
         c = connect(db_url)
         c.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s", (t0,))
-        store.fire([FireRequest(n, t0, [t0 + timedelta(minutes=1)]) for n in ("retry", "bad")])
+        store.evaluator.fire([FireRequest(n, t0, [t0 + timedelta(minutes=1)])
+                              for n in ("retry", "bad")])
         bridge = Bridge(app, store.outbox, deployment="d")
         assert bridge.drain() == 1
         bridge.close()

@@ -10,8 +10,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from awa_beat._db.database import Database
 from awa_beat._db.records import RETIRED_BY
-from awa_beat._db.store import Store
 from awa_beat._engine.engine import Engine
 from awa_beat._ops.rows import next_fire
 from awa_beat._schedules.calendars import at
@@ -23,7 +23,7 @@ UTC = timezone.utc
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 
 
-def register(store: Store, conn: psycopg.Connection, name: str, schedule: Any,
+def register(store: Database, conn: psycopg.Connection, name: str, schedule: Any,
              cursor: datetime, **awa: Any) -> str:
     awa.setdefault("missed_fire_policy", "catch_up")
     spec = spec_from_entry(name, {"task": "t.k", "schedule": schedule,
@@ -46,13 +46,13 @@ def runs(conn: psycopg.Connection, name: str) -> int | None:
     return None if row is None else row[0]
 
 
-def test_a_one_off_fires_once_with_two_engines_racing(store: Store, conn, db_url: str) -> None:
+def test_a_one_off_fires_once_with_two_engines_racing(store: Database, conn, db_url: str) -> None:
     names = [f"once-{i}" for i in range(12)]
     for name in names:
         register(store, conn, name, at(T0 + timedelta(seconds=30)), T0)
     clock = FakeClock(T0 + timedelta(seconds=31))
-    with Store(db_url) as other:
-        engines = [Engine(store, clock=clock), Engine(other, clock=clock)]
+    with Database(db_url) as other:
+        engines = [Engine(store.evaluator, clock=clock), Engine(other.evaluator, clock=clock)]
         for engine in engines:
             engine.load()
         barrier = threading.Barrier(2)
@@ -73,7 +73,7 @@ def test_a_one_off_fires_once_with_two_engines_racing(store: Store, conn, db_url
         assert not errors
         # Later passes, and a fresh engine (a restart), find nothing more to fire.
         clock.advance(days=2)
-        for engine in [*engines, Engine(other, clock=clock)]:
+        for engine in [*engines, Engine(other.evaluator, clock=clock)]:
             engine.run_pass()
     for name in names:
         assert fired(conn, name) == ["2026-03-02 12:00:30+00"], name
@@ -84,10 +84,10 @@ def test_a_one_off_fires_once_with_two_engines_racing(store: Store, conn, db_url
         assert next_fire(row, clock()) == (None, None)
 
 
-def test_max_runs_stops_at_n_counted_by_the_statement(store: Store, conn) -> None:
+def test_max_runs_stops_at_n_counted_by_the_statement(store: Database, conn) -> None:
     register(store, conn, "three", "* * * * * *", T0, max_runs=3)
     clock = FakeClock(T0 + timedelta(seconds=10))
-    engine = Engine(store, clock=clock)
+    engine = Engine(store.evaluator, clock=clock)
     engine.run_pass()  # ten fires are due; the statement lets three through
     assert fired(conn, "three") == [f"2026-03-02 12:00:0{s}+00" for s in (1, 2, 3)]
     assert runs(conn, "three") == 3
@@ -103,24 +103,24 @@ def test_max_runs_stops_at_n_counted_by_the_statement(store: Store, conn) -> Non
     assert store.schedules.get("three").retired
 
 
-def test_max_runs_counts_across_passes_and_engines(store: Store, conn) -> None:
+def test_max_runs_counts_across_passes_and_engines(store: Database, conn) -> None:
     register(store, conn, "two", "* * * * *", T0, max_runs=2, missed_fire_policy="coalesce")
     clock = FakeClock(T0 + timedelta(minutes=1, seconds=1))
-    Engine(store, clock=clock).run_pass()
+    Engine(store.evaluator, clock=clock).run_pass()
     assert runs(conn, "two") == 1 and not store.schedules.get("two").retired
     clock.advance(minutes=1)
-    Engine(store, clock=clock).run_pass()  # another process, same count
+    Engine(store.evaluator, clock=clock).run_pass()  # another process, same count
     clock.advance(minutes=5)
-    Engine(store, clock=clock).run_pass()
+    Engine(store.evaluator, clock=clock).run_pass()
     assert fired(conn, "two") == ["2026-03-02 12:01:00+00", "2026-03-02 12:02:00+00"]
     assert store.schedules.get("two").retired
 
 
-def test_end_time_stops_and_start_time_waits(store: Store, conn) -> None:
+def test_end_time_stops_and_start_time_waits(store: Database, conn) -> None:
     register(store, conn, "window", "* * * * *", T0,
              start_time=T0 + timedelta(minutes=2), end_time=T0 + timedelta(minutes=4))
     clock = FakeClock(T0 + timedelta(hours=1))
-    engine = Engine(store, clock=clock)
+    engine = Engine(store.evaluator, clock=clock)
     engine.run_pass()
     clock.advance(hours=1)
     engine.run_pass()
@@ -131,9 +131,9 @@ def test_end_time_stops_and_start_time_waits(store: Store, conn) -> None:
     assert runs(conn, "window") is None  # no run limit, nothing counted
 
 
-def test_removing_a_schedule_forgets_its_run_count(store: Store, conn) -> None:
+def test_removing_a_schedule_forgets_its_run_count(store: Database, conn) -> None:
     register(store, conn, "gone", at(T0 + timedelta(seconds=5)), T0)
-    Engine(store, clock=FakeClock(T0 + timedelta(seconds=6))).run_pass()
+    Engine(store.evaluator, clock=FakeClock(T0 + timedelta(seconds=6))).run_pass()
     assert runs(conn, "gone") == 1
     assert store.schedules.remove("gone")
     assert runs(conn, "gone") is None

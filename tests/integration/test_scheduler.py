@@ -376,19 +376,19 @@ def test_sigterm_during_start_up_stops_beat_and_starts_nothing_twice(databases,
     from celery import beat
     from psycopg.conninfo import conninfo_to_dict
 
+    from awa_beat._db.database import Database
     from awa_beat._db.schedules import ScheduleStore
-    from awa_beat._db.store import Store
     from awa_beat._testing import wait_for
 
     url = databases.fresh("standalone")
     dbname = conninfo_to_dict(url)["dbname"]
     service = beat.Service(make_app(url, {"t": {"task": "t", "schedule": 5}}),
                            scheduler_cls=Scheduler)
-    opened: list[Store] = []
+    opened: list[Database] = []
     signalled: list[bool] = []
-    real_open, real_sync = Store.open, ScheduleStore.sync
+    real_open, real_sync = Database.open, ScheduleStore.sync
 
-    def counting_open(self: Store, *args: Any, **kwargs: Any) -> Store:
+    def counting_open(self: Database, *args: Any, **kwargs: Any) -> Database:
         opened.append(self)
         return real_open(self, *args, **kwargs)
 
@@ -398,7 +398,7 @@ def test_sigterm_during_start_up_stops_beat_and_starts_nothing_twice(databases,
             os.kill(os.getpid(), signal.SIGTERM)  # its handler runs inside this sync
         return real_sync(self, *args, **kwargs)
 
-    monkeypatch.setattr(Store, "open", counting_open)
+    monkeypatch.setattr(Database, "open", counting_open)
     monkeypatch.setattr(ScheduleStore, "sync", signal_in_sync)
     with celery_stop_handler(service):
         try:

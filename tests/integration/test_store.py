@@ -9,10 +9,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from awa_beat._db.database import connect
+from awa_beat._db.database import Database, connect
+from awa_beat._db.evaluator import fire_params
 from awa_beat._db.records import FireRequest, SyncResult
 from awa_beat._db.schedules import ScheduleStore
-from awa_beat._db.store import Store, fire_params
 from awa_beat._testing import wait_for
 from awa_beat.errors import NotFound, StoreError
 
@@ -51,14 +51,14 @@ def set_cursor(conn: psycopg.Connection, name: str, value: datetime | None) -> N
 
 
 
-def test_migrate_is_idempotent_and_versioned(store: Store, layout: str) -> None:
+def test_migrate_is_idempotent_and_versioned(store: Database, layout: str) -> None:
     again = store.migrate()
     assert again.applied == ()
     assert again.awa_owned is (layout == "awa")
     assert store.check_schema().version == again.version
 
 
-def test_sync_creates_rows_with_cursor_at_registration(store: Store, conn) -> None:
+def test_sync_creates_rows_with_cursor_at_registration(store: Database, conn) -> None:
     before = conn.execute("SELECT date_trunc('second', now())").fetchone()[0]
     result = store.schedules.sync([row("a"), row("b")], deployment="proj")
     assert (result.inserted, result.updated, result.unchanged) == (2, 0, 0)
@@ -70,13 +70,13 @@ def test_sync_creates_rows_with_cursor_at_registration(store: Store, conn) -> No
     assert a.last_enqueued_at.microsecond == 0
 
 
-def test_rows_read_together_share_one_object_per_instant(store: Store, conn,
+def test_rows_read_together_share_one_object_per_instant(store: Database, conn,
                                                          monkeypatch) -> None:
     store.schedules.sync([row("a"), row("b"), row("c")], deployment="proj")
     set_cursor(conn, "c", T0 + timedelta(microseconds=250))
     stored = {r[0]: r[1:] for r in conn.execute(
         "SELECT name, last_enqueued_at, created_at, updated_at, paused_at FROM awa.cron_jobs")}
-    _, rows = store.cron_states()
+    _, rows = store.evaluator.cron_states()
     by_name = {r.name: r for r in rows}
     for name, (last, created, updated, paused) in stored.items():
         r = by_name[name]
@@ -88,18 +88,18 @@ def test_rows_read_together_share_one_object_per_instant(store: Store, conn,
     assert a.last_enqueued_at is b.last_enqueued_at
     assert c.last_enqueued_at == T0 + timedelta(microseconds=250)
     # A slice of a sweep and a refresh read their rows the same way.
-    _, sliced = store.cron_states_after("", 10)
+    _, sliced = store.evaluator.cron_states_after("", 10)
     assert sliced[0].created_at is sliced[1].created_at
-    changed = list(store.changes(T0 - timedelta(days=3650))[1])
+    changed = list(store.evaluator.changes(T0 - timedelta(days=3650))[1])
     assert changed[0].created_at is changed[1].created_at
     # Past the bound, instants are parsed afresh: still the stored values.
-    monkeypatch.setattr("awa_beat._db.store.SHARED_INSTANTS", 1)
-    _, bounded = store.cron_states()
+    monkeypatch.setattr("awa_beat._db.evaluator.SHARED_INSTANTS", 1)
+    _, bounded = store.evaluator.cron_states()
     assert sorted((r.name, r.last_enqueued_at, r.created_at) for r in bounded) == sorted(
         (name, v[0], v[1]) for name, v in stored.items())
 
 
-def test_resync_is_additive_and_keeps_cursor_pause_and_created_at(store: Store, conn) -> None:
+def test_resync_is_additive_and_keeps_cursor_pause_and_created_at(store: Database, conn) -> None:
     store.schedules.sync([row("a"), row("b")], deployment="proj")
     set_cursor(conn, "a", T0)
     store.schedules.pause("a", by="oncall")
@@ -119,7 +119,7 @@ def test_resync_is_additive_and_keeps_cursor_pause_and_created_at(store: Store, 
     assert {r.name for r in store.schedules.list_all()} == {"a", "b"}  # b not deleted
 
 
-def test_unchanged_resync_does_not_touch_updated_at(store: Store) -> None:
+def test_unchanged_resync_does_not_touch_updated_at(store: Database) -> None:
     store.schedules.sync([row("a")], deployment="proj")
     first = store.schedules.get("a").updated_at
     result = store.schedules.sync([row("a")], deployment="proj")
@@ -127,7 +127,7 @@ def test_unchanged_resync_does_not_touch_updated_at(store: Store) -> None:
     assert store.schedules.get("a").updated_at == first
 
 
-def test_unchanged_resync_writes_nothing_not_even_a_row_lock(store: Store, conn) -> None:
+def test_unchanged_resync_writes_nothing_not_even_a_row_lock(store: Database, conn) -> None:
     # ON CONFLICT DO UPDATE locks each row it meets (xmax set, a WAL record) even when its
     # WHERE leaves the row alone; a restart with an unchanged schedule must not.
     store.schedules.sync([row("a"), row("b")], deployment="proj")
@@ -146,7 +146,7 @@ def test_unchanged_resync_writes_nothing_not_even_a_row_lock(store: Store, conn)
 
 
 def test_sync_all_compares_batches_on_several_connections_with_one_total(
-        store: Store, conn, monkeypatch) -> None:
+        store: Database, conn, monkeypatch) -> None:
     from awa_beat._db.batches import SyncBatch
 
     def batches(kind: str = "app.tasks.tick") -> list[SyncBatch]:
@@ -175,7 +175,7 @@ def test_sync_all_compares_batches_on_several_connections_with_one_total(
     assert store.schedules.sync_all([]) == SyncResult(0, 0, 0)
 
 
-def test_sync_all_stops_at_a_refused_batch(store: Store, conn) -> None:
+def test_sync_all_stops_at_a_refused_batch(store: Database, conn) -> None:
     from awa_beat._db.batches import SyncBatch
 
     good = [SyncBatch.encode([row(f"g{b}-{i}") for i in range(20)], "proj") for b in range(4)]
@@ -186,11 +186,11 @@ def test_sync_all_stops_at_a_refused_batch(store: Store, conn) -> None:
                         ).fetchone() == (0,)
 
 
-def test_fire_inserts_job_and_moves_cursor_atomically(store: Store, conn) -> None:
+def test_fire_inserts_job_and_moves_cursor_atomically(store: Database, conn) -> None:
     store.schedules.sync([row("a")], deployment="proj")
     set_cursor(conn, "a", T0)
     fire = T0 + timedelta(minutes=1)
-    result = store.fire([FireRequest("a", T0, [fire])])
+    result = store.evaluator.fire([FireRequest("a", T0, [fire])])
     assert [(j.name, j.fire_time) for j in result.jobs] == [("a", "2026-01-05 09:01:00+00")]
     assert cursor_of(conn, "a") == fire
     ((fire_time, kind, args, metadata, tags, priority, queue),) = jobs(conn, "a")
@@ -202,49 +202,49 @@ def test_fire_inserts_job_and_moves_cursor_atomically(store: Store, conn) -> Non
     assert tags == ["beat"]
 
 
-def test_fire_time_text_is_utc_whatever_the_database_timezone(store: Store, conn) -> None:
+def test_fire_time_text_is_utc_whatever_the_database_timezone(store: Database, conn) -> None:
     dbname = conn.info.dbname
     conn.execute(f'ALTER DATABASE "{dbname}" SET TimeZone TO \'Pacific/Auckland\'')
     store.close()
-    with Store(store.conninfo) as fresh:
+    with Database(store.conninfo) as fresh:
         fresh.schedules.sync([row("a")], deployment="proj")
         set_cursor(conn, "a", T0)
-        result = fresh.fire([FireRequest("a", T0, [T0 + timedelta(hours=3)])])
+        result = fresh.evaluator.fire([FireRequest("a", T0, [T0 + timedelta(hours=3)])])
     assert result.jobs[0].fire_time == "2026-01-05 12:00:00+00"
 
 
-def test_batched_fire_many_schedules_and_catch_up_fires_in_order(store: Store, conn) -> None:
+def test_batched_fire_many_schedules_and_catch_up_fires_in_order(store: Database, conn) -> None:
     store.schedules.sync([row(f"s{i}") for i in range(50)], deployment="proj")
     conn.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s", (T0,))
     catch_up = [T0 + timedelta(minutes=m) for m in (1, 2, 3)]
     requests = [FireRequest(f"s{i}", T0, [T0 + timedelta(minutes=1)]) for i in range(1, 50)]
     requests.append(FireRequest("s0", T0, catch_up))
-    result = store.fire(requests)
+    result = store.evaluator.fire(requests)
     assert len(result.jobs) == 49 + 3
     assert [j[0] for j in jobs(conn, "s0")] == [
         "2026-01-05 09:01:00+00", "2026-01-05 09:02:00+00", "2026-01-05 09:03:00+00"]
     assert cursor_of(conn, "s0") == catch_up[-1]
 
 
-def test_cas_lost_yields_no_job(store: Store, conn) -> None:
+def test_cas_lost_yields_no_job(store: Database, conn) -> None:
     store.schedules.sync([row("a")], deployment="proj")
     set_cursor(conn, "a", T0)
     fire = T0 + timedelta(minutes=1)
-    assert len(store.fire([FireRequest("a", T0, [fire])]).jobs) == 1
+    assert len(store.evaluator.fire([FireRequest("a", T0, [fire])]).jobs) == 1
     # A replica that read the old cursor loses the compare-and-swap.
-    assert store.fire([FireRequest("a", T0, [fire])]).jobs == []
+    assert store.evaluator.fire([FireRequest("a", T0, [fire])]).jobs == []
     assert len(jobs(conn, "a")) == 1
 
 
-def test_null_cursor_compare_and_swap(store: Store, conn) -> None:
+def test_null_cursor_compare_and_swap(store: Database, conn) -> None:
     store.schedules.sync([row("a")], deployment="proj")
     set_cursor(conn, "a", None)
-    assert store.fire([FireRequest("a", T0, [T0])]).jobs == []  # expected T0, stored NULL
-    assert len(store.fire([FireRequest("a", None, [T0])]).jobs) == 1
+    assert store.evaluator.fire([FireRequest("a", T0, [T0])]).jobs == []  # expected T0, stored NULL
+    assert len(store.evaluator.fire([FireRequest("a", None, [T0])]).jobs) == 1
 
 
 def test_two_connections_racing_the_same_fire_make_exactly_one_job(
-    store: Store, db_url: str, conn
+    store: Database, db_url: str, conn
 ) -> None:
     store.schedules.sync([row("a")], deployment="proj")
     set_cursor(conn, "a", T0)
@@ -274,7 +274,7 @@ def test_two_connections_racing_the_same_fire_make_exactly_one_job(
 
 
 def test_connection_killed_mid_statement_leaves_neither_mark_nor_job(
-    store: Store, conn, layout: str
+    store: Database, conn, layout: str
 ) -> None:
     store.schedules.sync([row("a")], deployment="proj")
     set_cursor(conn, "a", T0)
@@ -290,7 +290,7 @@ def test_connection_killed_mid_statement_leaves_neither_mark_nor_job(
 
     def fire() -> None:
         try:
-            store.fire([FireRequest("a", T0, [T0 + timedelta(minutes=1)])])
+            store.evaluator.fire([FireRequest("a", T0, [T0 + timedelta(minutes=1)])])
         except BaseException as exc:
             errors.append(exc)
 
@@ -307,19 +307,20 @@ def test_connection_killed_mid_statement_leaves_neither_mark_nor_job(
     assert jobs(conn, "a") == []
 
 
-def test_pause_between_read_and_cas_blocks_the_fire(store: Store, conn) -> None:
+def test_pause_between_read_and_cas_blocks_the_fire(store: Database, conn) -> None:
     store.schedules.sync([row("a")], deployment="proj")
     set_cursor(conn, "a", T0)
     seen = store.schedules.get("a")  # the evaluator's read
     store.schedules.pause("a", by="oncall")
-    result = store.fire([FireRequest("a", seen.last_enqueued_at, [T0 + timedelta(minutes=1)])])
+    result = store.evaluator.fire([FireRequest("a", seen.last_enqueued_at,
+                                               [T0 + timedelta(minutes=1)])])
     assert result.jobs == []
     assert cursor_of(conn, "a") == T0
     store.schedules.resume("a")
-    assert len(store.fire([FireRequest("a", T0, [T0 + timedelta(minutes=1)])]).jobs) == 1
+    assert len(store.evaluator.fire([FireRequest("a", T0, [T0 + timedelta(minutes=1)])]).jobs) == 1
 
 
-def test_trigger_while_paused_makes_one_job_and_keeps_cursor(store: Store, conn) -> None:
+def test_trigger_while_paused_makes_one_job_and_keeps_cursor(store: Database, conn) -> None:
     store.schedules.sync([row("a")], deployment="proj")
     set_cursor(conn, "a", T0)
     store.schedules.pause("a")
@@ -331,7 +332,7 @@ def test_trigger_while_paused_makes_one_job_and_keeps_cursor(store: Store, conn)
     assert store.schedules.get("a").paused_at is not None
 
 
-def test_unknown_names_raise_not_found(store: Store) -> None:
+def test_unknown_names_raise_not_found(store: Database) -> None:
     for call in (store.schedules.get, store.schedules.pause, store.schedules.resume,
                  store.schedules.trigger):
         with pytest.raises(NotFound, match="no schedule named 'nope'"):
@@ -339,7 +340,7 @@ def test_unknown_names_raise_not_found(store: Store) -> None:
     assert store.schedules.remove("nope") is False
 
 
-def test_remove_keeps_fired_jobs(store: Store, conn) -> None:
+def test_remove_keeps_fired_jobs(store: Database, conn) -> None:
     store.schedules.sync([row("a")], deployment="proj")
     store.schedules.trigger("a")
     assert store.schedules.remove("a") is True
@@ -347,24 +348,24 @@ def test_remove_keeps_fired_jobs(store: Store, conn) -> None:
     assert conn.execute("SELECT count(*) FROM awa.jobs").fetchone()[0] == 1
 
 
-def test_a_foreign_row_awa_would_reject_does_not_stop_the_batch(store: Store, conn) -> None:
+def test_a_foreign_row_awa_would_reject_does_not_stop_the_batch(store: Database, conn) -> None:
     # Another deployment wrote a row whose jobs Awa's limits reject (21 tags).
     store.schedules.sync([row("good")], deployment="proj")
     conn.execute("INSERT INTO awa.cron_jobs (name, cron_expr, kind, tags, last_enqueued_at)"
                  " VALUES ('bad', '* * * * *', 'k', %s, %s)", ([f"t{i}" for i in range(21)], T0))
     set_cursor(conn, "good", T0)
     fire = [T0 + timedelta(minutes=1)]
-    result = store.fire([FireRequest("bad", T0, fire), FireRequest("good", T0, fire)])
+    result = store.evaluator.fire([FireRequest("bad", T0, fire), FireRequest("good", T0, fire)])
     assert [j.name for j in result.jobs] == ["good"]
     assert cursor_of(conn, "bad") == T0  # as Awa: no job, no cursor move
 
 
-def test_sessions_are_utc(store: Store) -> None:
+def test_sessions_are_utc(store: Database) -> None:
     with store._conn() as c:
         assert c.execute("SHOW TimeZone").fetchone()[0] == "UTC"
 
 
-def test_stale_statistics_are_refreshed_and_fresh_ones_left_alone(store: Store, conn) -> None:
+def test_stale_statistics_are_refreshed_and_fresh_ones_left_alone(store: Database, conn) -> None:
     store.schedules.sync([row(f"r{i}") for i in range(1500)], deployment="test")
     assert store.schedules.analyze_if_stale() is True  # never analyzed
     (tuples,) = conn.execute("SELECT reltuples FROM pg_class"

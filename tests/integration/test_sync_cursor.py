@@ -9,7 +9,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from awa_beat._db.store import Store
+from awa_beat._db.database import Database
 from awa_beat._engine.engine import Engine
 from awa_beat._schedules.fire_times import parse_iso
 from awa_beat._testing import FakeClock
@@ -47,7 +47,7 @@ def next_half_hour(after: datetime) -> datetime:
 @pytest.mark.parametrize("change", [{"timezone": "Asia/Kolkata"},
                                     {"cron_expr": "30 * * * *"}])
 def test_a_calendar_change_in_beat_schedule_fires_nothing_from_before_it(
-        store: Store, conn, policy: str, change: dict[str, str]) -> None:
+        store: Database, conn, policy: str, change: dict[str, str]) -> None:
     # Both changes move the fires to xx:30 UTC; the old cursor is hours behind, so
     # the old rule would fire (old cursor, now] under the new calendar at once.
     store.schedules.sync([row("hourly", policy)], deployment="proj")
@@ -60,7 +60,7 @@ def test_a_calendar_change_in_beat_schedule_fires_nothing_from_before_it(
     assert before <= moved <= store.database_clock()
 
     clock = FakeClock(store.database_clock() + timedelta(seconds=1))
-    engine = Engine(store, clock=clock)
+    engine = Engine(store.evaluator, clock=clock)
     engine.run_pass()
     assert [t for t in fired(conn, "hourly") if t <= moved] == []
     first = next_half_hour(moved)
@@ -70,7 +70,7 @@ def test_a_calendar_change_in_beat_schedule_fires_nothing_from_before_it(
 
 
 def test_a_redeploy_without_a_calendar_change_keeps_the_cursor_and_the_backlog(
-        store: Store, conn) -> None:
+        store: Database, conn) -> None:
     store.schedules.sync([row("hourly", "catch_up")], deployment="proj")
     old = store.database_clock().replace(minute=0, second=0, microsecond=0) - timedelta(
         hours=3)
@@ -84,5 +84,5 @@ def test_a_redeploy_without_a_calendar_change_keeps_the_cursor_and_the_backlog(
     assert cursor(conn, "hourly") == old
 
     now = store.database_clock()
-    Engine(store, clock=FakeClock(now)).run_pass()
+    Engine(store.evaluator, clock=FakeClock(now)).run_pass()
     assert fired(conn, "hourly") == [old + timedelta(hours=h) for h in (1, 2, 3)]

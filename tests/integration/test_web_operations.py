@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from awa_beat._db.store import Store
+from awa_beat._db.database import Database
 from awa_beat._ops.operations import Operations
 from awa_beat._ops.records import ScheduleFilter
 
@@ -21,7 +21,7 @@ def row(name: str, **over: Any) -> dict[str, Any]:
 
 
 def test_pages_filters_notes_and_audit(db_url: str, conn: Any, layout: str) -> None:
-    with Store(db_url) as store:
+    with Database(db_url) as store:
         store.schedules.sync([row(f"a-{i:02d}") for i in range(25)], deployment="alpha")
         store.schedules.sync([row("b_1", queue="reports"), row("B%2")], deployment="beta")
     conn.execute("INSERT INTO awa.cron_jobs (name, cron_expr, kind) VALUES ('z', '@midnight', 'k')")
@@ -70,7 +70,7 @@ def test_pages_filters_notes_and_audit(db_url: str, conn: Any, layout: str) -> N
 
 def test_the_owner_filter_tells_runtime_rows_from_config_rows(db_url: str, layout: str
                                                               ) -> None:
-    with Store(db_url) as store:
+    with Database(db_url) as store:
         store.schedules.sync([row("config-1")], deployment="alpha")
     with Operations.open(db_url) as ops:
         ops.add({"runtime-1": {"task": "t.r", "schedule": "0 9 * * *"}})

@@ -44,9 +44,8 @@ from dateutil.rrule import MO, WE, WEEKLY, rrule
 from awa_beat import Schedules
 from awa_beat._beat.node import BeatNode
 from awa_beat._config import Settings
-from awa_beat._db.database import connect
+from awa_beat._db.database import Database, connect
 from awa_beat._db.records import RETIRED_BY
-from awa_beat._db.store import Store
 from awa_beat._engine.engine import Engine
 from awa_beat._schedules.calendars import at
 from awa_beat._schedules.spec import specs_from_beat_schedule
@@ -311,14 +310,14 @@ def retire(url: str, entry: Entry) -> None:
     last allowed run, so that the statement retires it. Only ``entry`` may be stored yet:
     the engine fires whatever is due."""
     assert entry.max_runs is not None
-    with Store(url) as store, connect(url) as conn:
+    with Database(url) as store, connect(url) as conn:
         registered = store.schedules.get(entry.name).last_enqueued_at
         assert registered is not None
         # Registered a moment earlier, so that its runs fall before now, as they would.
         conn.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s WHERE name = %s",
                      (registered - timedelta(seconds=entry.max_runs + 1), entry.name))
         clock = FakeClock(registered)
-        engine = Engine(store, clock=clock)
+        engine = Engine(store.evaluator, clock=clock)
         for _ in range(entry.max_runs + 1):
             engine.run_pass()
         row = store.schedules.get(entry.name)

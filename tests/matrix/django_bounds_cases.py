@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from awa_beat._db.store import Store
+from awa_beat._db.database import Database
 from awa_beat._ops.records import ScheduleBounds
 from tests.django_admin_cases import shown_fields
 from tests.matrix import django_cases
@@ -49,7 +49,7 @@ def edit_url(name: str) -> str:
 
 
 def bounds_of(url: str, name: str) -> tuple[Any, ...]:
-    with Store(url) as store:
+    with Database(url) as store:
         b = ScheduleBounds.of(store.schedules.get(name))
     return b.start_time, b.end_time, b.max_runs, b.one_off, b.overlap, b.deadline
 

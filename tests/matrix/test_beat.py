@@ -21,9 +21,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from awa_beat._db.database import connect
+from awa_beat._db.database import Database, connect
 from awa_beat._db.records import RETIRED_BY
-from awa_beat._db.store import Store
 from awa_beat._engine.engine import Engine
 from awa_beat._schedules.fire_times import parse_iso
 from awa_beat._testing import FAKE_CLOCK_TOLERANCE, FakeClock, terminate, wait_for
@@ -97,10 +96,10 @@ def test_each_type_fires_exactly_as_documented(shared_matrix_db: MatrixDB, name:
                      (start, name))
     walk = documented(name, start, STEPS)
     assert walk, f"{name}: the walk must fire at least once"
-    with others_held(conn, name), Store(url) as store:
+    with others_held(conn, name), Database(url) as store:
         store.clock_tolerance = FAKE_CLOCK_TOLERANCE  # the walk runs ahead of the server
         clock = FakeClock(start)
-        engine = Engine(store, clock=clock)
+        engine = Engine(store.evaluator, clock=clock)
         engine.run_pass()
         for t in walk:
             # Just before each documented fire, then just after it: a fire in between

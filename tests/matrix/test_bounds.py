@@ -15,8 +15,8 @@ from click.testing import CliRunner
 from dateutil.rrule import MO, WEEKLY, rrule
 
 from awa_beat._cli import main
+from awa_beat._db.database import Database
 from awa_beat._db.records import RETIRED_BY
-from awa_beat._db.store import Store
 from awa_beat._engine.engine import Engine
 from awa_beat._schedules.calendars import at
 from awa_beat._testing import FAKE_CLOCK_TOLERANCE, FakeClock
@@ -123,15 +123,16 @@ def test_at_carries_its_one_run(matrix_db: MatrixDB) -> None:
 
 
 def jobs_of(url: str, name: str) -> int:
-    with Store(url) as store:
+    with Database(url) as store:
         return len(store.schedules.jobs(name, 100))
 
 
 def fire_for(url: str, seconds: int) -> None:
     """Run the real engine and fire statement on a clock ``seconds`` past now."""
-    with Store(url) as store:
+    with Database(url) as store:
         store.clock_tolerance = FAKE_CLOCK_TOLERANCE  # the fake clock runs ahead
-        engine = Engine(store, clock=FakeClock(datetime.now(UTC) + timedelta(seconds=seconds)))
+        engine = Engine(store.evaluator,
+                        clock=FakeClock(datetime.now(UTC) + timedelta(seconds=seconds)))
         for _ in range(3):
             engine.run_pass()
 
@@ -148,7 +149,7 @@ def test_a_retired_schedule_comes_back_when_its_run_limit_is_raised(matrix_db: M
         assert bounds(s, "retired")[2] == 2
         s.update("retired", options={"awa_beat": {"max_runs": 2}})
         assert s.get("retired").row.paused_by == RETIRED_BY
-        with Store(url) as store:
+        with Database(url) as store:
             for name in matrix_db.names:  # only "retired" may fire here
                 if name != "retired" and store.schedules.get(name).paused_at is None:
                     store.schedules.pause(name, "test")

@@ -20,10 +20,9 @@ import pytest
 
 from awa_beat._beat.http import readiness
 from awa_beat._config import Settings
-from awa_beat._db.database import clock_skew
+from awa_beat._db.database import Database, clock_skew
 from awa_beat._db.lock import Leadership, skew_problem
 from awa_beat._db.records import FireRequest
-from awa_beat._db.store import Store
 from awa_beat._engine.engine import Engine
 from awa_beat._testing import FakeClock, MemoryStore, wait_for
 from awa_beat.errors import ConfigError
@@ -141,7 +140,7 @@ def _job_count(conn: psycopg.Connection) -> int:
 
 def test_the_fire_statement_refuses_fires_past_the_database_clock(matrix_db: MatrixDB) -> None:
     active = [e.name for e in matrix_db.entries() if not e.paused]
-    with Store(matrix_db.url) as store, psycopg.connect(matrix_db.url,
+    with Database(matrix_db.url) as store, psycopg.connect(matrix_db.url,
                                                         autocommit=True) as conn:
         cursors = _cursors(conn, active)
         jobs = _job_count(conn)
@@ -150,7 +149,7 @@ def test_the_fire_statement_refuses_fires_past_the_database_clock(matrix_db: Mat
         ahead = [FireRequest(name, cursors[name],
                              [db_now + timedelta(minutes=30), db_now + timedelta(hours=1)])
                  for name in active]
-        result = store.fire(ahead)
+        result = store.evaluator.fire(ahead)
         assert result.jobs == [] and result.skipped == [] and result.failed == {}
         assert sorted(result.ahead) == sorted(active)
         assert _job_count(conn) == jobs
@@ -158,11 +157,12 @@ def test_the_fire_statement_refuses_fires_past_the_database_clock(matrix_db: Mat
         # Just past the tolerance is refused; within it fires.
         name = active[0]
         store.clock_tolerance = 2.0
-        late = store.fire([FireRequest(name, cursors[name], [db_now + timedelta(seconds=30)])])
+        late = store.evaluator.fire(
+            [FireRequest(name, cursors[name], [db_now + timedelta(seconds=30)])])
         assert late.ahead == [name] and late.jobs == []
         store.clock_tolerance = 60.0
-        within = store.fire([FireRequest(name, cursors[name],
-                                         [db_now + timedelta(seconds=30)])])
+        within = store.evaluator.fire([FireRequest(name, cursors[name],
+                                                   [db_now + timedelta(seconds=30)])])
         assert within.ahead == [] and len(within.jobs) == 1
         assert _job_count(conn) == jobs + 1
 
@@ -174,7 +174,7 @@ def test_the_engine_learns_its_fires_were_ahead_and_retries_them() -> None:
     store = MemoryStore(db_clock)
     store.add("minutely", "* * * * *", last_enqueued_at=T0)
     host = FakeClock(T0 + timedelta(hours=1))  # this host is an hour ahead
-    engine = Engine(store, clock=host)
+    engine = Engine(store.evaluator, clock=host)
     engine.run_pass()
     assert store.fired("minutely") == []
     assert store.rows["minutely"].last_enqueued_at == T0

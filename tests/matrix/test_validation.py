@@ -25,8 +25,7 @@ from dateutil.rrule import DAILY, rrule
 
 from awa_beat import Schedules
 from awa_beat._beat.node import BeatNode
-from awa_beat._db.database import connect
-from awa_beat._db.store import Store
+from awa_beat._db.database import Database, connect
 from awa_beat._schedules.calendars import at
 from awa_beat._schedules.spec import ScheduleSpec, specs_from_beat_schedule
 from awa_beat.errors import DataRefused, ValidationError
@@ -153,7 +152,7 @@ LONG_NAME = "".join(random.Random(34).choices(string.ascii_letters, k=2700))
                          ids=["name-2700-bytes", "lone-surrogate"])
 def test_data_postgresql_refuses_is_data_refused_not_database_unavailable(
         db_url: str, row: dict[str, Any]) -> None:
-    with Store(db_url) as store, pytest.raises(DataRefused) as info:
+    with Database(db_url) as store, pytest.raises(DataRefused) as info:
         store.schedules.sync([row], deployment="matrix")
     assert "syncing schedules failed" in str(info.value)
     assert names(db_url) == set()

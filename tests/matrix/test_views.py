@@ -30,9 +30,8 @@ from click.testing import CliRunner
 
 from awa_beat import Schedules
 from awa_beat._cli import main
-from awa_beat._db.database import connect
+from awa_beat._db.database import Database, connect
 from awa_beat._db.records import FireRequest
-from awa_beat._db.store import Store
 from awa_beat._ops.operations import Operations
 from awa_beat._schedules.fire_times import calendar_for, next_fire_after
 from awa_beat._testing import FAKE_CLOCK_TOLERANCE, FakeClock
@@ -220,13 +219,13 @@ def test_show_lists_only_the_runs_left(shared_matrix_db: MatrixDB, name: str) ->
 
 def test_a_run_fired_leaves_one_run_less_to_list(matrix_db: MatrixDB) -> None:
     name = "bound-max-runs"
-    with Store(matrix_db.url) as store:
+    with Database(matrix_db.url) as store:
         store.clock_tolerance = FAKE_CLOCK_TOLERANCE  # fires dated ahead of now
         row = store.schedules.get(name)
         assert row.last_enqueued_at is not None
         fire = next_fire_after(calendar_for(row.cron_expr, row.timezone), row.last_enqueued_at)
         assert fire is not None
-        store.fire([FireRequest(name, row.last_enqueued_at, [fire], limited=True)])
+        store.evaluator.fire([FireRequest(name, row.last_enqueued_at, [fire], limited=True)])
         with Operations(store) as ops:
             view = ops.get(name)
             assert view.last_fire == fire  # the fire, at last
@@ -244,7 +243,7 @@ def test_a_schedule_added_in_a_long_transaction_has_never_fired(matrix_db: Matri
         conn.execute("SELECT pg_sleep(1.2)")
         with Schedules(matrix_db.url, settings=SETTINGS) as schedules:
             schedules.add(name, task="matrix.tick", schedule="* * * * * *", conn=conn)
-    with Store(matrix_db.url) as store, Operations(store) as ops:
+    with Database(matrix_db.url) as store, Operations(store) as ops:
         view = ops.get(name)
         assert view.row.last_enqueued_at is not None  # a fire time of this calendar
         assert (view.last_fire, view.quiet_since) == (None, None)
@@ -260,13 +259,13 @@ def test_history_labels_a_failed_celery_task_failed(matrix_db: MatrixDB) -> None
     with Schedules(matrix_db.url, settings=SETTINGS) as schedules:
         schedules.add(name, task="matrix.fails", schedule=crontab(minute=0),
                       options={"awa_beat": {"dispatch": "celery"}})
-    with Store(matrix_db.url) as store:
+    with Database(matrix_db.url) as store:
         store.clock_tolerance = FAKE_CLOCK_TOLERANCE  # fires dated ahead of now
         row = store.schedules.get(name)
         assert row.last_enqueued_at is not None
         fire = next_fire_after(calendar_for(row.cron_expr, row.timezone), row.last_enqueued_at)
         assert fire is not None
-        (job,) = store.fire([FireRequest(name, row.last_enqueued_at, [fire])]).jobs
+        (job,) = store.evaluator.fire([FireRequest(name, row.last_enqueued_at, [fire])]).jobs
         task_id = fire_task_id(name, job.fire_time, job.job_id)
         store.outbox.mark_published([job.job_id], [task_id])  # the bridge: the job is 'completed'
         store.outcomes.record(outcome_params([Report(  # the worker: the task failed
@@ -292,7 +291,7 @@ def test_a_deadline_counts_from_a_fire_not_from_the_registration(matrix_db: Matr
     with Schedules(matrix_db.url, settings=SETTINGS) as schedules:
         schedules.add(name, task="matrix.daily", schedule=crontab(hour=3, minute=0),
                       options={"awa_beat": {"deadline": 1}})
-    with Store(matrix_db.url) as store:
+    with Database(matrix_db.url) as store:
         store.clock_tolerance = FAKE_CLOCK_TOLERANCE  # fires dated ahead of now
         row = store.schedules.get(name)
         registered = row.last_enqueued_at
@@ -302,7 +301,7 @@ def test_a_deadline_counts_from_a_fire_not_from_the_registration(matrix_db: Matr
             assert name not in {o.name for o in ops.overdue()}  # never due yet
             fire = next_fire_after(calendar_for(row.cron_expr, row.timezone), registered)
             assert fire is not None
-            store.fire([FireRequest(name, registered, [fire])])
+            store.evaluator.fire([FireRequest(name, registered, [fire])])
             clock.now = fire + timedelta(seconds=2)  # its job has not even started
             (late,) = [o for o in ops.overdue() if o.name == name]
             assert late.reasons == (f"deadline: the fire of {fire:%Y-%m-%d %H:%M:%S} UTC did "

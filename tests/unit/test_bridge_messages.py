@@ -31,7 +31,7 @@ FIRE = "2026-01-01 10:00:00+00"
 def row(job_id: int, *, kind: str = "proj.report", args: Any = None,
         options: dict[str, Any] | None = None, cron_name: str | None = "report",
         fire_time: str | None = FIRE) -> dict[str, Any]:
-    """A row as Store.pending_celery_jobs returns it."""
+    """A row as Database.pending_celery_jobs returns it."""
     return {"id": job_id, "kind": kind,
             "args": json.dumps(args if args is not None else {"args": [], "kwargs": {}}),
             "options": json.dumps(options) if options is not None else None,

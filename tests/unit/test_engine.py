@@ -32,7 +32,7 @@ def test_coalesce_fires_the_latest_missed_time_once_and_catch_up_every_one(
     store.add("co", "* * * * *", last_enqueued_at=T0)
     store.add("cu", "* * * * *", last_enqueued_at=T0, missed_fire_policy="catch_up")
     clock.advance(minutes=3, seconds=30)
-    Engine(store, clock=clock).run_pass()
+    Engine(store.evaluator, clock=clock).run_pass()
     assert store.fired("co") == ["2026-03-02 12:03:00+00"]
     assert store.fired("cu") == [f"2026-03-02 12:0{m}:00+00" for m in (1, 2, 3)]
 
@@ -51,7 +51,7 @@ def test_rows_sharing_a_calendar_each_fire_from_their_own_cursor_and_policy(
     store.add("new_old", "0 * * * *", created_at=T0 - timedelta(hours=2))
     store.add("new_now", "0 * * * *", created_at=T0 + timedelta(minutes=1, seconds=20))
     clock.advance(minutes=1, seconds=30)
-    Engine(store, clock=clock).run_pass()
+    Engine(store.evaluator, clock=clock).run_pass()
     assert store.fired("new_old") == ["2026-03-02 12:00:00+00"]
     assert store.fired("new_now") == []
     assert store.fired("a1") == store.fired("a2") == ["2026-03-02 12:01:00+00"]
@@ -66,7 +66,7 @@ def test_catch_up_stops_at_the_limit_and_goes_on_next_pass(
         clock: FakeClock, store: MemoryStore, caplog: pytest.LogCaptureFixture) -> None:
     store.add("cu", "* * * * *", last_enqueued_at=T0, missed_fire_policy="catch_up")
     clock.advance(minutes=5)
-    engine = Engine(store, clock=clock, catch_up_limit=2)
+    engine = Engine(store.evaluator, clock=clock, catch_up_limit=2)
     with caplog.at_level(logging.WARNING, logger="awa_beat"):
         engine.run_pass()
         assert len(store.fired("cu")) == 2 and engine.wait() == 0.0
@@ -79,7 +79,7 @@ def test_catch_up_stops_at_the_limit_and_goes_on_next_pass(
 def test_a_fire_another_evaluator_took_first_is_not_repeated(
         clock: FakeClock, store: MemoryStore) -> None:
     store.add("s", "* * * * *", last_enqueued_at=T0)
-    engine = Engine(store, clock=clock)
+    engine = Engine(store.evaluator, clock=clock)
     engine.load()
     clock.advance(minutes=1)
     store.update("s", last_enqueued_at=T0 + timedelta(minutes=1))  # Awa's leader fired it
@@ -93,7 +93,7 @@ def test_a_fire_another_evaluator_took_first_is_not_repeated(
 def test_a_paused_row_does_not_fire_even_if_the_engine_has_not_seen_the_pause(
         clock: FakeClock, store: MemoryStore) -> None:
     store.add("s", "* * * * *", last_enqueued_at=T0)
-    engine = Engine(store, clock=clock, refresh_interval=3600)
+    engine = Engine(store.evaluator, clock=clock, refresh_interval=3600)
     engine.load()
     store.update("s", paused_at=T0)
     clock.advance(minutes=1)
@@ -106,7 +106,7 @@ def test_an_invalid_row_is_reported_once_and_never_stops_the_others(
     store.add("good", "* * * * *", last_enqueued_at=T0)
     store.add("bad", "61 * * * *", last_enqueued_at=T0)
     store.add("badtz", "* * * * *", last_enqueued_at=T0, timezone="Mars/Olympus")
-    engine = Engine(store, clock=clock)
+    engine = Engine(store.evaluator, clock=clock)
     with caplog.at_level(logging.ERROR, logger="awa_beat"):
         for _ in range(3):
             clock.advance(minutes=1)
@@ -119,7 +119,7 @@ def test_an_invalid_row_is_reported_once_and_never_stops_the_others(
 def test_a_database_error_retries_the_due_fires_a_second_later(
         clock: FakeClock, store: MemoryStore) -> None:
     store.add("s", "* * * * *", last_enqueued_at=T0)
-    engine = Engine(store, clock=clock, refresh_interval=3600)
+    engine = Engine(store.evaluator, clock=clock, refresh_interval=3600)
     engine.load()
     clock.advance(minutes=1)
     store.down = "connection refused"
@@ -139,7 +139,7 @@ def test_the_periodic_sweep_reads_a_slice_per_pass_and_sees_a_late_commit(
     monkeypatch.setattr(engine_module, "SWEEP_SLICE", 2)
     for i in range(5):
         store.add(f"s{i}", "0 0 1 1 *", last_enqueued_at=T0)
-    engine = Engine(store, clock=clock, refresh_interval=3600)
+    engine = Engine(store.evaluator, clock=clock, refresh_interval=3600)
     engine.load()
     # As a transaction that took its now() long ago and committed just now would write:
     # outside every refresh's lookback.
@@ -167,7 +167,7 @@ def test_an_insert_and_a_delete_are_reconciled_from_the_names_alone(
         clock: FakeClock, store: MemoryStore) -> None:
     store.add("a", "0 0 1 1 *", last_enqueued_at=T0)
     store.add("b", "0 0 1 1 *", last_enqueued_at=T0)
-    engine = Engine(store, clock=clock, refresh_interval=1)
+    engine = Engine(store.evaluator, clock=clock, refresh_interval=1)
     engine.load()
     del store.rows["b"]
     store.add("c", "* * * * *", last_enqueued_at=T0)
@@ -183,17 +183,20 @@ class _SlowChanges(MemoryStore):
     def __init__(self, clock: FakeClock, seconds: float) -> None:
         super().__init__(clock)
         self.clock, self.seconds = clock, seconds
+        read = self.evaluator.changes
 
-    def changes(self, *args: Any, **kwargs: Any) -> Any:
-        self.clock.advance(seconds=self.seconds)
-        return super().changes(*args, **kwargs)
+        def changes(*args: Any, **kwargs: Any) -> Any:
+            self.clock.advance(seconds=self.seconds)
+            return read(*args, **kwargs)
+
+        self.evaluator.changes = changes  # type: ignore[method-assign]
 
 
 def test_a_refresh_due_just_before_a_fire_waits_until_after_it(clock: FakeClock) -> None:
     store = _SlowChanges(clock, 0.4)
     store.add("s", "* * * * *", last_enqueued_at=T0)
     clock.advance(seconds=30)
-    engine = Engine(store, clock=clock, refresh_interval=9.7)
+    engine = Engine(store.evaluator, clock=clock, refresh_interval=9.7)
     engine.load()
     for _ in range(2):  # 12:00:39.7-40.1, then 12:00:49.8-50.2
         clock.now = datetime.fromtimestamp(engine._next_refresh, UTC)
@@ -215,7 +218,7 @@ def test_a_refresh_due_just_before_a_fire_waits_until_after_it(clock: FakeClock)
 def test_a_refresh_longer_than_the_gap_between_fires_still_runs(clock: FakeClock) -> None:
     store = _SlowChanges(clock, 0.6)
     store.add("e", "* * * * * *", last_enqueued_at=T0)  # every second
-    engine = Engine(store, clock=clock, refresh_interval=0.5)
+    engine = Engine(store.evaluator, clock=clock, refresh_interval=0.5)
     engine.load()
     for _ in range(8):
         clock.now = datetime.fromtimestamp(engine.next_due(), UTC)

@@ -106,18 +106,18 @@ def test_a_row_queued_twice_at_one_instant_fires_once() -> None:
     store = MemoryStore(clock)
     row = CronState("r", "0 3 * * *", "UTC", "coalesce", T0, T0, T0, None)
     store.rows["r"] = row
-    held = Engine(store, clock=clock)
+    held = Engine(store.evaluator, clock=clock)
     held.load()
     # Applied again with only updated_at moved: queued a second time at the same instant.
     held._apply([held._entry(replace(row, updated_at=T0 + timedelta(1)))])
     requested: list[str] = []
-    fire = store.fire
+    fire = store.evaluator.fire
 
     def recording(requests):  # type: ignore[no-untyped-def]
         requested.extend(request.name for request in requests)
         return fire(requests)
 
-    store.fire = recording  # type: ignore[method-assign]
+    store.evaluator.fire = recording  # type: ignore[method-assign]
     clock.advance(days=1)
     held.fire_due()
     # The store's compare-and-swap would drop a second request; the engine must not

@@ -60,7 +60,6 @@ AWA_BEAT_MODULES = {
     "awa_beat._db.records",
     "awa_beat._db.schema",
     "awa_beat._db.sql",
-    "awa_beat._db.store",
     "awa_beat._engine",
     "awa_beat._engine.due_queue",
     "awa_beat._engine.engine",

@@ -147,14 +147,14 @@ def test_a_fire_taken_by_another_evaluator_is_skipped_as_concurrent(clock: FakeC
     node = cluster.node("a", {"five": ENTRIES["five"]}).open()
     cluster.run([node], 6)
     registry, collector = registry_for(node, clock=clock.monotonic)
-    real_fire = cluster.store.fire
+    real_fire = cluster.store.evaluator.fire
 
     def others_first(requests: Any) -> Any:
         for r in requests:  # Awa's leader fired it a moment before us
             cluster.store.update(r.name, last_enqueued_at=r.fire_times[-1])
         return real_fire(requests)
 
-    cluster.store.fire = others_first  # type: ignore[method-assign]
+    cluster.store.evaluator.fire = others_first  # type: ignore[method-assign]
     cluster.run([node], 5)
     scrape = samples(registry)
     assert value(scrape, "awa_beat_skipped_fires_total", reason="concurrent") == 1

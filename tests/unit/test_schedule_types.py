@@ -217,7 +217,7 @@ def test_engine_fires_a_one_off_once_and_the_store_retires_it() -> None:
     clock = FakeClock(T0)
     store = MemoryStore(clock)
     store.add("once", "@at 2026-03-02T12:00:30Z | runs=1", last_enqueued_at=T0)
-    engine = Engine(store, clock=clock)
+    engine = Engine(store.evaluator, clock=clock)
     engine.run_pass()
     assert store.jobs == []
     clock.advance(seconds=31)
@@ -235,7 +235,7 @@ def test_engine_max_runs_stops_at_n_even_when_a_catch_up_asks_for_more() -> None
     store.add("n", "@cron * * * * * * | runs=4", last_enqueued_at=T0,
               missed_fire_policy="catch_up")
     clock.advance(seconds=3)
-    engine = Engine(store, clock=clock)
+    engine = Engine(store.evaluator, clock=clock)
     engine.run_pass()
     assert len(store.fired("n")) == 3 and store.rows["n"].paused_at is None
     clock.advance(seconds=10)
@@ -258,7 +258,7 @@ def test_engine_solar_and_rrule_rows_fire_on_their_calendars() -> None:
     store.add("sun", "@solar solar_noon 0 0", last_enqueued_at=clock())
     store.add("rr", "@rrule DTSTART=20260601T000000+0000;FREQ=HOURLY;COUNT=2",
               last_enqueued_at=clock())
-    engine = Engine(store, clock=clock)
+    engine = Engine(store.evaluator, clock=clock)
     engine.run_pass()
     wake = engine.next_due()
     assert wake == datetime(2026, 6, 1, 1, tzinfo=UTC).timestamp()  # the rrule's 01:00

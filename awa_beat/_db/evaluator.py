@@ -1,8 +1,10 @@
 """The evaluator's reads of ``awa.cron_jobs`` and the fire statement.
 
-:class:`Store` is a :class:`~.database.Database` that also reads rows the way the evaluator
-holds them and fires them; the other aggregates are parts of the database
-(:attr:`~.database.Database.schedules`, :attr:`~.database.Database.outbox`, ...).
+The evaluator holds every row in memory, so its reads differ from the other parts': they
+stream plain rows (:class:`~.records.CronRow`) from one snapshot instead of building a list,
+share the repeated strings and timestamps among the rows, and read only the columns the
+evaluator needs. The fire is one statement per batch: a compare-and-swap on each row's
+cursor that inserts the jobs of the requests that won it.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import functools
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import pq
@@ -19,7 +21,7 @@ from psycopg.adapt import Loader
 
 from .._config import DEFAULT_CLOCK_TOLERANCE
 from ..errors import DatabaseUnavailable, first_line
-from .database import Database, one_row, wrap_errors
+from .database import one_row, wrap_errors
 from .records import (
     RETIRED_BY,
     CronRow,
@@ -30,6 +32,9 @@ from .records import (
     TableState,
 )
 from .sql import queries
+
+if TYPE_CHECKING:
+    from .database import Database
 
 
 def _cron_state(r: Sequence[Any]) -> CronState:
@@ -102,8 +107,11 @@ def _sharing_instants(cur: Any) -> Any:
     return cur
 
 
-class Store(Database):
-    """A :class:`~.database.Database` with the evaluator's reads and the fire."""
+class EvaluatorStore:
+    """The evaluator's reads and the fire, on a :class:`~.database.Database`'s pool."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     # -- the evaluator's view: lean rows, since it holds every one in memory --------------
 
@@ -115,7 +123,7 @@ class Store(Database):
         return _opened(self._cron_states())
 
     def _cron_states(self) -> Iterator[TableState | CronRow]:
-        with self._conn() as conn, wrap_errors("reading schedules"), conn.transaction():
+        with self.db.connection() as conn, wrap_errors("reading schedules"), conn.transaction():
             conn.execute(queries["repeatable_read"])
             yield TableState(*one_row(conn.execute(queries["table_fingerprint"]).fetchone(),
                                       "reading schedules"))
@@ -127,21 +135,21 @@ class Store(Database):
 
     def cron_names(self) -> list[str]:
         """The name of every row."""
-        with self._conn() as conn, wrap_errors("reading schedules"):
+        with self.db.connection() as conn, wrap_errors("reading schedules"):
             return [r[0] for r in conn.execute(queries["cron_names"])]
 
     def cron_states_after(self, after: str, limit: int) -> tuple[str | None, list[CronRow]]:
         """A slice of the rows in name order (see :meth:`Engine.sweep
         <awa_beat._engine.engine.Engine.sweep>`): those after ``after``, at most
         ``limit``; with the last name read, or None when the slice reached the end."""
-        with self._conn() as conn, wrap_errors("reading schedules"):
+        with self.db.connection() as conn, wrap_errors("reading schedules"):
             rows = _sharing_instants(conn.cursor(row_factory=_cron_rows)).execute(
                 queries["cron_states_after"], {"after": after, "limit": limit}).fetchall()
         return (rows[-1].name if len(rows) == limit else None), rows
 
     def cron_states_by_name(self, names: Sequence[str]) -> list[CronState]:
         """The rows that still exist among ``names``."""
-        with self._conn() as conn, wrap_errors("reading schedules"):
+        with self.db.connection() as conn, wrap_errors("reading schedules"):
             return [_cron_state(r) for r in conn.execute(queries["cron_states_by_name"],
                                                          {"names": list(names)})]
 
@@ -158,7 +166,7 @@ class Store(Database):
                  ) -> Iterator[TableState | CronRow]:
         make = _CRON_ROW
         state = None
-        with self._conn() as conn, wrap_errors("reading schedule changes"):
+        with self.db.connection() as conn, wrap_errors("reading schedule changes"):
             for r in _sharing_instants(conn.cursor()).stream(queries["changed_schedules"],
                                           {"since": since, "seen_xmin": seen_xmin}, size=500):
                 if state is None:
@@ -202,9 +210,9 @@ class Store(Database):
         return result
 
     def _fire_batch(self, requests: Sequence[FireRequest]) -> list[FiredJob]:
-        with self._conn() as conn:
-            rows = conn.execute(self.layout.fire_statement,
-                                fire_params(requests, self.clock_tolerance)).fetchall()
+        with self.db.connection() as conn:
+            rows = conn.execute(self.db.layout.fire_statement,
+                                fire_params(requests, self.db.clock_tolerance)).fetchall()
         return [FiredJob(int(job_id or 0), name, fire_time or "", updated_at)
                 for job_id, name, fire_time, updated_at in rows]
 
