@@ -51,28 +51,30 @@ POOL_TIMEOUT = 5.0
 
 
 def keepalives(timeout: float) -> dict[str, int]:
-    """libpq's TCP settings under which a peer that stopped answering is given up on
-    after about ``timeout`` seconds: idle probes for a quiet connection, a user timeout
-    for data the peer never acknowledges."""
+    """Return libpq's TCP settings that give up on a silent peer after about ``timeout``
+    seconds. Idle probes catch a quiet connection whose peer went away, and a user
+    timeout catches data the peer never acknowledges."""
     step = max(1, round(timeout / 4))
     return {"keepalives": 1, "keepalives_idle": step, "keepalives_interval": step,
             "keepalives_count": 2, "tcp_user_timeout": int(timeout * 1000)}
 
 
-#: Seconds after which a pooled connection's silent peer is given up on: a statement
-#: sent into a partition fails instead of waiting for the OS's retransmissions (minutes).
+#: Seconds after which a pooled connection gives up on a silent peer. A statement sent
+#: into a network partition then fails, instead of waiting minutes for the operating
+#: system's retransmissions to give up.
 POOL_PEER_TIMEOUT = 30.0
 KEEPALIVES = keepalives(POOL_PEER_TIMEOUT)
 
 
 def process_identity() -> str:
-    """``host:pid`` of this process: how beat names itself in its bookkeeping."""
+    """Return ``host:pid`` for this process, the name beat uses for itself in its
+    bookkeeping."""
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def configure_session(conn: psycopg.Connection, origin: str = "") -> None:
-    """Make timestamps render as Awa renders them, whatever the server defaults are, and
-    tag the session with ``origin`` (the change notifications carry it)."""
+    """Make the session render timestamps as Awa renders them, whatever the server's
+    defaults are, and tag it with ``origin``, which the change notifications carry."""
     conn.execute(queries["configure_session"], {"origin": origin})  # one round trip
     # Never prepare statements server-side: a prepared statement soon runs a generic plan,
     # which cannot see how long the array parameters are. For a fire batch of 2,000 that
@@ -82,7 +84,8 @@ def configure_session(conn: psycopg.Connection, origin: str = "") -> None:
 
 
 def connect(conninfo: str, **kwargs: Any) -> psycopg.Connection:
-    """A dedicated autocommit connection in a UTC session (for locks and LISTEN)."""
+    """Open a dedicated autocommit connection in a UTC session. The leader lock and
+    LISTEN need a connection of their own, outside the pool."""
     try:
         conn = psycopg.connect(conninfo, autocommit=True, **{**KEEPALIVES, **kwargs})
     except psycopg.Error as exc:
@@ -92,16 +95,17 @@ def connect(conninfo: str, **kwargs: Any) -> psycopg.Connection:
     return conn
 
 
-#: SQLSTATE classes of errors the data causes: 22 data exception (a value out of range,
-#: text that is not valid UTF-8), 54 program limit exceeded (an index entry or a JSON
-#: value too large, nesting too deep). psycopg files class 54 under OperationalError,
-#: with lost connections: such an error must not read as an outage.
+#: The SQLSTATE classes of errors that the data causes. Class 22 is a data exception (a
+#: value out of range, text that is not valid UTF-8) and class 54 a program limit (an
+#: index entry or a JSON value too large, nesting too deep). psycopg files class 54 under
+#: OperationalError, next to lost connections, so it is checked first: such an error
+#: must not be taken for an outage.
 DATA_ERROR_CLASSES = ("22", "54")
 
 
 def is_data_error(exc: BaseException) -> bool:
-    """Whether ``exc`` is PostgreSQL (or the driver, encoding a parameter) refusing the
-    data itself: retrying cannot help."""
+    """Tell whether ``exc`` is PostgreSQL, or the driver encoding a parameter, refusing
+    the data itself. Retrying such an error cannot help."""
     if isinstance(exc, UnicodeEncodeError):
         return True
     state = getattr(exc, "sqlstate", None)
@@ -109,9 +113,10 @@ def is_data_error(exc: BaseException) -> bool:
 
 
 def typed_error(exc: psycopg.Error, message: str) -> StoreError:
-    """The awa-beat error for a psycopg one: callers tell a lost database (retry) from a
-    missing schema (migrate) from data the server refused (fix the entry) from anything
-    else the server refused, without psycopg."""
+    """Return the awa-beat error for a psycopg one. Callers can then tell a lost
+    database (retry it) from a missing schema (migrate it), from data the server refused
+    (fix the entry) and from anything else the server refused, without importing
+    psycopg."""
     if isinstance(exc, (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName)):
         return SchemaError(message)
     if isinstance(exc, psycopg.errors.ObjectNotInPrerequisiteState):
@@ -128,7 +133,8 @@ def typed_error(exc: psycopg.Error, message: str) -> StoreError:
 
 @contextmanager
 def wrap_errors(action: str) -> Iterator[None]:
-    """Turn a psycopg error into a typed StoreError that says what we were doing."""
+    """Turn a psycopg error raised in the block into a typed StoreError whose message
+    says what awa-beat was doing."""
     try:
         yield
     except psycopg.Error as exc:
@@ -139,22 +145,24 @@ def wrap_errors(action: str) -> Iterator[None]:
 
 
 def one_row(row: tuple[Any, ...] | None, action: str) -> tuple[Any, ...]:
-    """The row of a statement that always returns one (an aggregate, ``now()``)."""
+    """Return the row of a statement that always returns one, such as an aggregate or
+    ``now()``; a missing row is reported as a store error rather than a crash."""
     if row is None:
         raise StoreError(f"{action} failed: the database returned no row")
     return row
 
 
 def clock_skew(sent: float, db_now: float, received: float) -> float:
-    """Seconds the database's clock is ahead of this host's (negative: behind), from one
-    round trip: the server read its clock, ``db_now``, between ``sent`` and ``received``
-    (this host's epoch seconds), taken as their midpoint; the error is at most half the
-    round trip."""
+    """Return how many seconds the database's clock is ahead of this host's clock (a
+    negative number when it is behind). The server read its clock, ``db_now``, at some
+    point between ``sent`` and ``received`` (this host's epoch seconds); taking the
+    midpoint makes the error at most half the round trip."""
     return db_now - (sent + received) / 2
 
 
 def read_skew(conn: psycopg.Connection, wall: Callable[[], float] = time.time) -> float:
-    """:func:`clock_skew` over one round trip on ``conn``, ``wall`` this host's clock."""
+    """Measure :func:`clock_skew` over one round trip on ``conn``; ``wall`` is this
+    host's clock."""
     sent = wall()
     row = conn.execute(queries["database_clock"]).fetchone()
     received = wall()
@@ -279,8 +287,8 @@ class Database:
         return self
 
     def wait(self, timeout: float = 10.0) -> None:
-        """Wait for the pool's first connection (after ``open(wait=False)``);
-        :class:`DatabaseUnavailable`, with the pool closed, if none comes in time."""
+        """Wait for the pool's first connection after ``open(wait=False)``. If none
+        comes in time, the pool is closed and :class:`DatabaseUnavailable` is raised."""
         try:
             self._pool.wait(timeout)
         except Exception as exc:
@@ -298,8 +306,8 @@ class Database:
         self.close()
 
     def connection(self) -> AbstractContextManager[psycopg.Connection]:
-        """A connection of the pool, for the ``with`` block (:class:`StoreError` if none
-        can be had)."""
+        """Lend a connection of the pool for the ``with`` block. A
+        :class:`DatabaseUnavailable` error is raised when none can be had."""
         return self._conn()
 
     @contextmanager
@@ -310,7 +318,7 @@ class Database:
             with self._pool.connection() as conn:
                 yield conn
         except (PoolTimeout, PoolClosed) as exc:
-            # No connection could be had (the database is down, or the store was closed).
+            # No connection could be had: the database is down, or the pool was closed.
             self.contact.failed()
             raise DatabaseUnavailable(f"no database connection: {first_line(exc)}") from exc
         except (DatabaseUnavailable, psycopg.OperationalError, psycopg.InterfaceError) as exc:
@@ -327,40 +335,43 @@ class Database:
         self.contact.ok()
 
     def on(self, conn: psycopg.Connection | None) -> AbstractContextManager[psycopg.Connection]:
-        """The caller's ``conn`` (its statement joins the caller's transaction, if one is
-        open), else a connection of the pool."""
+        """Use the caller's ``conn`` if one is given, so that the statement joins the
+        caller's transaction when one is open; otherwise lend a connection of the pool."""
         return nullcontext(conn) if conn is not None else self._conn()
 
     # -- schema ------------------------------------------------------------------------
 
     def migrate(self) -> schema.SchemaInfo:
+        """Create or upgrade awa-beat's tables. Migrating may install the standalone
+        layout, so the layout is read again from what the migration found."""
         with self._conn() as conn:
             info = schema.migrate(conn)
         self.layout = layout_for(info.awa_owned)
         return info
 
     def check_layout(self) -> None:
-        """:func:`schema.check_layout` again: Awa may have been migrated since :meth:`open`
-        (:class:`~awa_beat.errors.UnknownSchema`)."""
+        """Check the table layout again, since Awa may have been migrated after
+        :meth:`open`; an unknown layout raises :class:`~awa_beat.errors.UnknownSchema`."""
         with self._conn() as conn, wrap_errors("checking the schema"):
             schema.check_layout(conn)
 
     def check_schema(self, conn: psycopg.Connection | None = None) -> schema.SchemaInfo:
-        """:func:`schema.check`, on ``conn`` if given (an autocommit connection, left
-        open), else on a connection of the pool."""
+        """Check that the schema is migrated, on ``conn`` if one is given (an autocommit
+        connection, which is left open) or else on a connection of the pool."""
         with self.on(conn) as c, wrap_errors("checking the schema"):
             return schema.check(c)
 
     @contextmanager
     def transaction(self, conn: psycopg.Connection | None = None
                     ) -> Iterator[psycopg.Connection]:
-        """A transaction for the ``with`` block: on a connection of the pool, or on the
-        caller's ``conn``, joined to its transaction when one is open (as a savepoint,
-        so that an error of ours undoes only our writes) and committed at the end of
-        the block otherwise.
+        """Run the ``with`` block in a transaction, on a connection of the pool or on
+        the caller's ``conn``. On the caller's connection the block joins the open
+        transaction as a savepoint, so that an error of awa-beat's undoes only its own
+        writes; with no transaction open, the block commits at its end.
 
-        The caller's connection keeps its session as it is (no ``configure_session``):
-        the statements run here depend on no session setting.
+        The caller's connection keeps its session as it is, without
+        ``configure_session``, because the statements run here depend on no session
+        setting.
         """
         if conn is None:
             with self._conn() as own, wrap_errors("writing schedules"), own.transaction():
@@ -380,13 +391,14 @@ class Database:
     # -- the database's clock -----------------------------------------------------------
 
     def clock_skew(self) -> float:
-        """:func:`clock_skew` measured on a connection of its own (a caller may hold the
-        pool's only one, in a transaction)."""
+        """Measure :func:`clock_skew` on a connection of its own, because a caller may
+        hold the pool's only connection in a transaction."""
         with connect(self.conninfo, connect_timeout=5) as conn, \
                 wrap_errors("reading the database clock"):
             return read_skew(conn)
 
     def database_clock(self) -> datetime:
+        """Read the database's ``now()``, the clock that fire times are checked against."""
         with self._conn() as conn, wrap_errors("reading the database clock"):
             row = conn.execute(queries["database_clock"]).fetchone()
         return one_row(row, "reading the database clock")[0]

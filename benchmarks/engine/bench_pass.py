@@ -24,7 +24,7 @@ A child process (so its RSS is the engine's alone) then builds
     threads) and SQL statements per pass, for refresh passes and the others; passes up
     to the first refresh are a warm-up and not counted. Statements are counted by
     wrapping ``psycopg.Cursor.execute/executemany/stream`` for the whole process (every
-    connection, the pool's included); the Store methods called are recorded too. The
+    connection, the pool's included); the evaluator part's methods called are recorded too. The
     counter is cross-checked against the server's transaction count for the database
     (pg_stat_database: each autocommit statement or connection start is one
     transaction; beat's sessions prepare nothing server-side) over a run of its own,
@@ -64,6 +64,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import common
 
 from awa_beat._db.database import Database, connect
+from awa_beat._db.evaluator import EvaluatorStore
 from awa_beat._db.sql import queries
 from awa_beat._schedules.fire_times import calendar_for, next_fire_after
 from awa_beat._testing import TempDatabases, server_url
@@ -227,8 +228,9 @@ class Watcher(threading.Thread):
         return sorted({kind for pid, kind in self.seen if pid not in self.counter.pids})
 
 
-def record_store_calls(store: Database, calls: list[str], changed: list[int]) -> None:
-    """Wrap the Store methods the engine calls so each call is listed in ``calls``."""
+def record_store_calls(store: EvaluatorStore, calls: list[str], changed: list[int]) -> None:
+    """Wrap the evaluator part's methods that the engine calls, so that each call is
+    listed in ``calls``."""
     for name in ("cron_states", "changes", "fire", "cron_states_by_name"):
         original = getattr(store, name)
 
@@ -271,7 +273,7 @@ class Run:
         self.store = Database(url).open()
         self.calls: list[str] = []
         self.changed: list[int] = []
-        record_store_calls(self.store, self.calls, self.changed)
+        record_store_calls(self.store.evaluator, self.calls, self.changed)
         self.engine = Engine(self.store.evaluator, clock=self.clock)
 
     def clock(self) -> datetime:

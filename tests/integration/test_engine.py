@@ -193,7 +193,7 @@ def settled(read: Any, conn: psycopg.Connection) -> Any:
 def test_a_refresh_returns_only_what_the_last_read_has_not_seen(store: Database, conn) -> None:
     add(store, conn, "a", "0 0 1 1 *", T0)
     add(store, conn, "b", "0 0 1 1 *", T0)
-    state, _ = settled(store.cron_states, conn)
+    state, _ = settled(store.evaluator.cron_states, conn)
     since = state.db_now - timedelta(seconds=30)  # both rows changed inside the lookback
     assert {r.name for r in store.evaluator.changes(since)[1]} == {"a", "b"}
     # The last read returned them.
@@ -208,7 +208,7 @@ def test_a_refresh_returns_only_what_the_last_read_has_not_seen(store: Database,
 def test_a_change_committed_after_a_read_it_began_before_is_seen(store: Database, conn,
                                                                  db_url: str) -> None:
     add(store, conn, "a", "0 0 1 1 *", T0)
-    state, _ = settled(store.cron_states, conn)
+    state, _ = settled(store.evaluator.cron_states, conn)
     since = state.db_now - timedelta(seconds=30)
     with psycopg.connect(db_url) as writer:  # one transaction, open across the next read
         writer.execute("SAVEPOINT s")  # in a subtransaction: the subtle case for xmin

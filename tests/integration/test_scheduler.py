@@ -249,8 +249,8 @@ def test_an_injected_clock_never_blocks_a_tick(db_url: str, layout: str) -> None
 
 def _spy_refreshes(monkeypatch, scheduler: Scheduler) -> list[int]:
     calls: list[int] = []
-    real = scheduler.node.store.changes
-    monkeypatch.setattr(scheduler.node.store, "changes",
+    real = scheduler.node.store.evaluator.changes
+    monkeypatch.setattr(scheduler.node.store.evaluator, "changes",
                         lambda *a, **k: calls.append(1) or real(*a, **k))
     return calls
 
