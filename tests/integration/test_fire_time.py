@@ -17,9 +17,8 @@ from celery.signals import task_received
 import awa_beat
 from awa_beat._bridge import Bridge
 from awa_beat._bridge.messages import parse_fire_time
-from awa_beat._db.database import connect
+from awa_beat._db.database import Database, connect
 from awa_beat._db.records import FireRequest
-from awa_beat._db.store import Store
 from awa_beat._schedules.spec import spec_from_entry
 from awa_beat._testing import wait_for
 from tests.apps import celery_app
@@ -31,14 +30,14 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def standalone(databases) -> Store:
-    store = Store(databases.fresh("standalone")).open()
+def standalone(databases) -> Database:
+    store = Database(databases.fresh("standalone")).open()
     yield store
     store.close()
 
 
 def test_a_worker_sees_the_nominal_fire_time_and_none_for_other_tasks(
-        standalone: Store) -> None:
+        standalone: Database) -> None:
     if not answers(5672):
         pytest.skip("RabbitMQ does not answer on this machine")
     queue = f"ft-{uuid.uuid4().hex[:8]}"
@@ -96,13 +95,13 @@ def test_a_worker_sees_the_nominal_fire_time_and_none_for_other_tasks(
     assert sorted(a["from_task"] for a in seen.values() if a["from_task"]) == fired
 
 
-def test_an_awa_job_answers_its_cron_fire_time(standalone: Store) -> None:
+def test_an_awa_job_answers_its_cron_fire_time(standalone: Database) -> None:
     row = spec_from_entry("awa-side", {"task": "t.x", "schedule": 60}).row("bt")
     standalone.schedules.sync([row], deployment="bt")
     c = connect(standalone.conninfo)
     c.execute("UPDATE awa.cron_jobs SET last_enqueued_at = %s", (T0,))
     c.commit()
-    standalone.fire([FireRequest("awa-side", T0, [T0 + timedelta(minutes=1)])])
+    standalone.evaluator.fire([FireRequest("awa-side", T0, [T0 + timedelta(minutes=1)])])
     standalone.schedules.trigger("awa-side")
     metadata = [m for (m,) in c.execute("SELECT metadata FROM awa.jobs ORDER BY id")]
     c.close()
