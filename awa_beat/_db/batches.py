@@ -20,19 +20,21 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class SyncBatch:
-    """Schedule rows encoded as the bind parameters of ``upsert_schedules`` (a beat keeps
-    its configuration this way, packed: :class:`PackedBatch`)."""
+    """Schedule rows encoded as the bind parameters of ``upsert_schedules``. A beat
+    keeps its configuration in this form, packed as :class:`PackedBatch` objects."""
 
     columns: dict[str, Any]
-    """The parameters, except that a column whose every value is one object is held as
-    that object in a :class:`_Same` (most columns of a generated configuration)."""
+    """The parameters. A column whose every value is the same object is held once, as
+    a :class:`_Same`; most columns of a generated configuration are like that."""
     size: int
 
     @classmethod
     def encode(cls, rows: Sequence[dict[str, Any]], deployment: str) -> SyncBatch:
+        """Encode ``rows`` as ``deployment`` registers them."""
         columns = sync_params(rows, deployment)
         for key, values in columns.items():
-            if not isinstance(values, list) or key == "names":  # names never repeat
+            # Names never repeat, so their column is not worth comparing.
+            if not isinstance(values, list) or key == "names":
                 continue
             first = values[0] if values else None
             columns[key] = (_Same(first) if values and all(v == first for v in values)
@@ -41,12 +43,13 @@ class SyncBatch:
 
     @property
     def params(self) -> dict[str, Any]:
-        """The bind parameters of ``upsert_schedules``."""
+        """Return the bind parameters of ``upsert_schedules``, each column in full."""
         return {key: [value.value] * self.size if isinstance(value, _Same) else value
                 for key, value in self.columns.items()}
 
     @property
     def names(self) -> list[str]:
+        """The names of the batch's rows."""
         return self.columns["names"]
 
 
@@ -60,34 +63,37 @@ class _Same:
 @dataclass(frozen=True, slots=True)
 class PackedBatch:
     """A :class:`SyncBatch` held compressed. A beat keeps its configuration for the
-    resyncs, which send one batch at a time: as packed batches it takes a fraction of
-    the memory (a column of names or arguments is one string, not an object a row),
-    and each is unpacked as it is sent."""
+    resyncs, which send one batch at a time. Packed, the configuration takes a fraction
+    of the memory, because a column of names or arguments becomes one string instead of
+    an object per row; each batch is unpacked as it is sent."""
 
     blob: bytes
     size: int
 
     @classmethod
     def pack(cls, batch: SyncBatch) -> PackedBatch:
-        # Plain values only (_Same as a flag): nothing of ours has to be unpicklable.
+        # Only plain values are pickled, with _Same written as a flag, so that unpickling
+        # needs no class of awa-beat's.
         columns = [(k, isinstance(v, _Same), v.value if isinstance(v, _Same) else v)
                    for k, v in batch.columns.items()]
         return cls(zlib.compress(pickle.dumps(columns, pickle.HIGHEST_PROTOCOL), 1),
                    batch.size)
 
     def unpack(self) -> SyncBatch:
-        columns = pickle.loads(zlib.decompress(self.blob))  # our own bytes
+        # The bytes were pickled by pack() in this process, never read from outside.
+        columns = pickle.loads(zlib.decompress(self.blob))
         return SyncBatch({k: _Same(v) if same else v for k, same, v in columns}, self.size)
 
 
 def sync_params(rows: Sequence[dict[str, Any]], deployment: str) -> dict[str, Any]:
-    """Bind parameters of ``upsert_schedules``: one array per column."""
+    """Return the bind parameters of ``upsert_schedules``, one array per column."""
     dumps = json.JSONEncoder(separators=(",", ":")).encode
     texts: dict[int, str] = {}
 
     def once(value: Any) -> str:
-        # Rows may share one object (ScheduleSpec.row): encoded once. ``rows`` holds
-        # every value for the whole call, so no id is reused meanwhile.
+        # Rows may share one object (ScheduleSpec.row shares them), which is then encoded
+        # once. ``rows`` holds every value for the whole call, so no id is reused
+        # meanwhile.
         text = texts.get(id(value))
         if text is None:
             text = texts[id(value)] = dumps(value)

@@ -30,15 +30,19 @@ class ClusterStore:
     # -- beats (for `awa-beat status`) -----------------------------------------------------
 
     def heartbeat(self, **beat: Any) -> None:
+        """Record one beat's heartbeat: who it is, its role and what it last saw."""
         with self.db.connection() as conn, wrap_errors("recording the heartbeat"):
             conn.execute(queries["beat_heartbeat"],
                          {"publishes": False, "clock_skew_ms": None, **beat})
 
     def beat_gone(self, identity: str) -> None:
+        """Remove the heartbeat of a beat that stops, so that status stops listing it at
+        once instead of when its heartbeat grows old."""
         with self.db.connection() as conn, wrap_errors("removing the heartbeat"):
             conn.execute(queries["beat_gone"], {"identity": identity})
 
     def beats(self, window: timedelta = timedelta(seconds=60)) -> list[dict[str, Any]]:
+        """Return the beats whose last heartbeat is younger than ``window``."""
         with self.db.connection() as conn, wrap_errors("reading beats"):
             cur = conn.cursor(row_factory=dict_row)
             return cur.execute(queries["list_beats"], {"window": window}).fetchall()
@@ -50,11 +54,11 @@ class ClusterStore:
                        paused: bool | None = None, owner: str | None = None,
                        owned_by: str | None = None, names: Sequence[str] | None = None,
                        ) -> list[tuple[ScheduleRow, str | None]]:
-        """Up to ``limit`` rows in name order after ``after`` (or the ones just before
-        ``before``), each with its pause note, filtered in SQL: ``search`` lower-case
-        text the name contains, ``paused``, ``owner`` a deployment ('' for rows no
-        awa-beat registered), ``owned_by`` 'config' or 'runtime', ``names`` a set to
-        narrow to."""
+        """Return up to ``limit`` rows in name order after ``after``, or the rows just
+        before ``before``, each with its pause note. The filters run in SQL: ``search``
+        is lower-case text the name contains, ``owner`` a deployment ('' for rows that
+        no awa-beat registered), ``owned_by`` either 'config' or 'runtime', and
+        ``names`` a set of names to narrow the page to."""
         params = {"after": after, "before": before, "limit": limit, "search": search,
                   "paused": paused, "owner": owner, "owned_by": owned_by,
                   "names": list(names) if names is not None else None}
@@ -69,7 +73,8 @@ class ClusterStore:
     def count_schedules(self, *, search: str | None = None, paused: bool | None = None,
                         owner: str | None = None, owned_by: str | None = None,
                         names: Sequence[str] | None = None, cap: int = 10_001) -> int:
-        """How many rows :meth:`schedules_page`'s filters match, at most ``cap``."""
+        """Count the rows that :meth:`schedules_page`'s filters match, up to ``cap``, so
+        that counting a large table stays cheap."""
         params = {"search": search, "paused": paused, "owner": owner, "owned_by": owned_by,
                   "cap": cap,
                   "names": list(names) if names is not None else None}
@@ -78,12 +83,13 @@ class ClusterStore:
         return int(row[0]) if row else 0
 
     def deployments(self) -> list[str]:
+        """Return the deployments that registered rows, for the dashboard's filter."""
         with self.db.connection() as conn, wrap_errors("reading deployments"):
             return [r[0] for r in conn.execute(queries["deployments"])]
 
     def paused_queues(self, queues: Sequence[str]) -> list[dict[str, Any]]:
-        """Awa's paused queues among ``queues``; none where Awa's queue table is absent
-        (the standalone layout)."""
+        """Return Awa's paused queues among ``queues``. The standalone layout has no
+        queue table of Awa's, so the answer there is empty."""
         with self.db.connection() as conn, wrap_errors("reading queue pauses"):
             (present,) = one_row(conn.execute(queries["has_queue_meta"]).fetchone(),
                               "reading queue pauses")
@@ -95,7 +101,8 @@ class ClusterStore:
     # -- the audit log (migration 0011) ------------------------------------------------
 
     def record_audit(self, **entry: Any) -> tuple[int, datetime]:
-        """One row of ``awa_beat.audit_log`` (see migration 0011); its id and instant."""
+        """Write one row of ``awa_beat.audit_log`` (see migration 0011) and return its id
+        and the instant it was recorded."""
         with self.db.connection() as conn, wrap_errors("recording the action"):
             row = conn.execute(queries["record_audit"], {
                 **entry, "detail": psycopg.types.json.Jsonb(entry.get("detail") or {})}
@@ -105,6 +112,8 @@ class ClusterStore:
 
     def audit_log(self, *, limit: int = 50, before_id: int | None = None,
                   schedule: str | None = None) -> list[dict[str, Any]]:
+        """Return up to ``limit`` audit entries, newest first, before the entry
+        ``before_id`` when it is given, and only those about ``schedule`` when it is."""
         with self.db.connection() as conn, wrap_errors("reading the audit log"):
             cur = conn.cursor(row_factory=dict_row)
             return cur.execute(queries["audit_log"], {
@@ -113,16 +122,18 @@ class ClusterStore:
     # -- the dashboard's logins (migration 0014) ------------------------------------------
 
     def web_secret(self) -> tuple[bytes, str] | None:
-        """The secret that signs the dashboard's session cookies, and the fingerprint of
-        the password it was made for; None before a dashboard with a password ran."""
+        """Return the secret that signs the dashboard's session cookies and the
+        fingerprint of the password it was made for, or None if no dashboard with a
+        password has run yet."""
         with self.db.connection() as conn, wrap_errors("reading the dashboard's secret"):
             row = conn.execute(queries["web_secret"]).fetchone()
         return (bytes(row[0]), str(row[1])) if row else None
 
     def save_web_secret(self, secret: bytes, fingerprint: str, *,
                         replaces: str | None) -> None:
-        """Store the first secret (``replaces`` None), or replace the one whose
-        fingerprint is ``replaces`` and end every session it signed."""
+        """Store the first secret when ``replaces`` is None. Otherwise replace the secret
+        whose fingerprint is ``replaces`` and end every session it signed, because a new
+        password must log everyone out."""
         values = {"secret": secret, "fingerprint": fingerprint, "replaces": replaces}
         with self.db.connection() as conn, wrap_errors("storing the dashboard's secret"), \
                 conn.transaction():
@@ -132,19 +143,21 @@ class ClusterStore:
                 conn.execute(queries["end_web_sessions"])
 
     def start_web_session(self, id_digest: str, username: str, lifetime: float) -> None:
-        """A logged-in session for ``lifetime`` seconds; expired ones are deleted."""
+        """Start a logged-in session that lasts ``lifetime`` seconds, and delete the
+        expired ones so that the table does not grow."""
         with self.db.connection() as conn, wrap_errors("starting a session"), conn.transaction():
             conn.execute(queries["prune_web_sessions"])
             conn.execute(queries["start_web_session"], {
                 "id_digest": id_digest, "username": username, "lifetime": lifetime})
 
     def web_session_user(self, id_digest: str) -> str | None:
-        """Who logged in with the session, while it has neither ended nor expired."""
+        """Return who logged in with the session, or None once it ended or expired."""
         with self.db.connection() as conn, wrap_errors("reading a session"):
             row = conn.execute(queries["web_session_user"], {"id_digest": id_digest}
                                ).fetchone()
         return str(row[0]) if row else None
 
     def end_web_session(self, id_digest: str) -> None:
+        """End the session, as logging out does."""
         with self.db.connection() as conn, wrap_errors("ending a session"):
             conn.execute(queries["end_web_session"], {"id_digest": id_digest})

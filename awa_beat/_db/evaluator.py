@@ -38,27 +38,28 @@ if TYPE_CHECKING:
 
 
 def _cron_state(r: Sequence[Any]) -> CronState:
-    # Expressions, zones and policies repeat across rows: one string each, not one per row.
+    # Expressions, zones and policies repeat across rows, so each is interned: the rows
+    # share one string instead of holding one each.
     shared: list[Any] = [sys.intern(v) if type(v) is str else v for v in r[1:4]]
     return CronState(r[0], *shared, *r[4:])
 
 
-#: Builds a :class:`CronRow` from the tuple the driver read, without the length check of
-#: ``CronRow._make``: the statements name the eight columns themselves.
+#: Builds a :class:`CronRow` from the tuple the driver read. It skips the length check of
+#: ``CronRow._make``, because the statements name the eight columns themselves.
 _CRON_ROW: Callable[[Sequence[Any]], CronRow] = functools.partial(tuple.__new__, CronRow)
 
 
 def _cron_rows(cursor: Any) -> Callable[[Sequence[Any]], CronRow]:
-    """A psycopg row factory that makes each row of the evaluator's readers a
+    """Return a psycopg row factory that makes each row of the evaluator's readers a
     :class:`CronRow` as the driver reads it."""
     return _CRON_ROW
 
 
 def _opened(stream: Iterator[Any]) -> tuple[TableState, Iterator[CronRow]]:
-    """The fingerprint that ``stream`` yields first, and the stream of rows after it.
-    Starting the generator here runs its query now, while the caller waits for the
-    fingerprint; a started generator that is dropped unwinds its ``with`` blocks, so
-    its connection goes back to the pool even when the rows are not all read."""
+    """Return the fingerprint that ``stream`` yields first, and the stream of rows after
+    it. Starting the generator here runs its query now, while the caller waits for the
+    fingerprint. A started generator that is dropped unwinds its ``with`` blocks, so its
+    connection goes back to the pool even when the rows are not all read."""
     state = next(stream, None)
     assert isinstance(state, TableState)  # each reader yields its fingerprint first
     return state, stream
@@ -75,16 +76,16 @@ def _text_loader(oid: int) -> type[psycopg.abc.Loader]:
 
 
 _PARSE_TIMESTAMPTZ = _text_loader(_TIMESTAMPTZ)
-#: Distinct instants one cursor's reader remembers; rows with timestamps of their own
-#: would otherwise make it grow with the table.
+#: How many distinct instants one cursor's reader remembers. Rows with timestamps of
+#: their own would otherwise make it grow with the table.
 SHARED_INSTANTS = 65536
 
 
 class _SharedInstants(Loader):
-    """psycopg's timestamptz reader, returning one object per distinct instant read by
-    the cursor. Rows synced in one statement or fired in one batch have the same
-    timestamps: the text of a repeated value is looked up instead of parsed, and the
-    rows held share its object."""
+    """psycopg's timestamptz reader, returning one object per distinct instant that the
+    cursor reads. Rows synced in one statement or fired in one batch have the same
+    timestamps, so the text of a repeated value is looked up instead of parsed, and the
+    rows the evaluator holds share one object."""
 
     def __init__(self, oid: int, context: Any = None) -> None:
         super().__init__(oid, context)
@@ -102,7 +103,8 @@ class _SharedInstants(Loader):
 
 
 def _sharing_instants(cur: Any) -> Any:
-    """``cur``, reading each distinct timestamptz as one object (:class:`_SharedInstants`)."""
+    """Make ``cur`` read each distinct timestamptz as one object
+    (:class:`_SharedInstants`), and return it."""
     cur.adapters.register_loader(_TIMESTAMPTZ, _SharedInstants)
     return cur
 

@@ -30,9 +30,11 @@ class OutboxStore:
     def pending_celery_jobs(self, deployment: str, limit: int,
                             after: tuple[str, int] = ("", 0), fence: Fence | None = None,
                             ) -> list[dict[str, Any]]:
-        """``deployment``'s jobs for Celery not yet accepted by the broker, in fire order,
-        from the key after ``after``: the ``(fire_key, id)`` of the last job of the
-        previous page. With a ``fence``, none unless its session still holds the lock."""
+        """Return ``deployment``'s jobs for Celery that the broker has not accepted yet,
+        in fire order, starting after ``after``, the ``(fire_key, id)`` of the last job
+        of the previous page. With a ``fence``, the answer is empty unless the fence's
+        session still holds the leader lock, so that a deposed leader publishes
+        nothing."""
         with self.db.connection() as conn, wrap_errors("reading unpublished jobs"):
             cur = conn.cursor(row_factory=dict_row)
             return cur.execute(queries["pending_celery_jobs"], {
@@ -41,32 +43,39 @@ class OutboxStore:
                 "lock_key": fence.lock_key if fence else None}).fetchall()
 
     def mark_published(self, ids: Sequence[int], task_ids: Sequence[str]) -> int:
+        """Mark the jobs the broker accepted as published, with the Celery task id each
+        was sent under, and return how many were marked."""
         with self.db.connection() as conn, wrap_errors("marking jobs published"):
             cur = conn.execute(queries["mark_published"],
                                {"ids": list(ids), "task_ids": list(task_ids)})
             return cur.rowcount
 
     def mark_unpublishable(self, job_id: int, error: str) -> None:
+        """Mark a job that can never be sent (its message cannot be built) as failed,
+        with the reason, so that it stops blocking the jobs behind it."""
         with self.db.connection() as conn, wrap_errors("marking a job failed"):
             conn.execute(queries["mark_unpublishable"], {"id": job_id, "error": error})
 
     def purge_published(self, retention: timedelta, limit: int) -> int:
+        """Delete up to ``limit`` jobs published longer than ``retention`` ago and
+        return how many were deleted."""
         with self.db.connection() as conn, wrap_errors("deleting published jobs"):
             cur = conn.execute(queries["purge_published"],
                                {"retention": retention, "limit": limit})
             return cur.rowcount
 
     def backlogs(self) -> list[OutboxBacklog]:
-        """Every deployment's jobs waiting for the broker, by deployment (none where Awa
-        owns the tables: Celery dispatch is refused there)."""
+        """Return the jobs waiting for the broker, by deployment. The list is empty in a
+        layout without a Celery outbox, where Celery dispatch is refused."""
         if not self.db.layout.celery_outbox:
             return []
         with self.db.connection() as conn, wrap_errors("reading the outbox's backlog"):
             return [OutboxBacklog(*row) for row in conn.execute(queries["outbox_backlogs"])]
 
     def stranded_awa_jobs(self) -> dict[str, int]:
-        """Jobs left for Awa workers where Awa is not installed, by deployment (none
-        where Awa owns the tables: its workers run them)."""
+        """Count the jobs left for Awa workers in a database where Awa is not installed,
+        by deployment. Where Awa owns the tables its workers run those jobs, so there
+        is nothing to count."""
         if not self.db.layout.celery_outbox:
             return {}
         with self.db.connection() as conn, wrap_errors("counting jobs left for Awa workers"):

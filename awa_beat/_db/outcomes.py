@@ -26,14 +26,15 @@ class OutcomeStore:
         self.db = db
 
     def record(self, columns: dict[str, list[Any]]) -> None:
-        """Upsert workers' reports: parallel arrays, one row per task id (see
-        :func:`awa_beat.outcomes.outcome_params`)."""
+        """Upsert the workers' reports, given as parallel arrays with one row per task
+        id (see :func:`awa_beat.outcomes.outcome_params`)."""
         with self.db.connection() as conn, wrap_errors("recording outcomes"):
             conn.execute(queries["record_outcomes"], columns)
 
     def claim(self, **run: Any) -> bool:
-        """Start the run of ``run["task_id"]`` unless one started already (at most once);
-        a refused claim is counted as a duplicate delivery."""
+        """Start the run of ``run["task_id"]`` unless a run of it started already, so
+        that a task runs at most once, and return whether this claim won. A refused
+        claim is counted as a duplicate delivery."""
         with self.db.connection() as conn, wrap_errors("claiming a run"):
             claimed = conn.execute(queries["claim_outcome"], run).fetchone() is not None
             if not claimed:
@@ -41,6 +42,8 @@ class OutcomeStore:
         return claimed
 
     def purge(self, retention: timedelta, limit: int = 5000) -> int:
+        """Delete up to ``limit`` outcomes older than ``retention`` and return how many
+        were deleted."""
         with self.db.connection() as conn, wrap_errors("deleting old outcomes"):
             row = conn.execute(queries["purge_outcomes"],
                                {"retention": retention, "limit": limit}).fetchone()
@@ -48,8 +51,8 @@ class OutcomeStore:
 
     def schedule_history(self, name: str | None, limit: int, default_max_runtime: float
                          ) -> list[dict[str, Any]]:
-        """Every occurrence of ``name`` (None: of every schedule), newest first (see
-        ``schedule_history``)."""
+        """Return the occurrences of ``name``, or of every schedule when ``name`` is
+        None, newest first; the ``schedule_history`` statement says what each holds."""
         what = "the history" if name is None else f"the history of {name!r}"
         with self.db.connection() as conn, wrap_errors(f"reading {what}"):
             cur = conn.cursor(row_factory=dict_row)
@@ -58,6 +61,8 @@ class OutcomeStore:
                 "default_max_runtime": default_max_runtime}).fetchall()
 
     def overdue_candidates(self, default_max_runtime: float) -> list[dict[str, Any]]:
+        """Return each schedule's last run with what it takes to tell whether it is
+        overdue; the caller decides, because the rule needs the schedule's calendar."""
         with self.db.connection() as conn, wrap_errors("reading the last runs"):
             cur = conn.cursor(row_factory=dict_row)
             return cur.execute(queries["overdue_candidates"],
