@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import json
 import os
 import signal
 import subprocess
@@ -272,6 +273,27 @@ def _row(row: CronState) -> CronRow:
     return CronRow(row.name, *columns_of(row))
 
 
+def _stored_text(t: datetime) -> str:
+    """A fire time as the fire statement stores it (``timestamptz::text`` in a UTC
+    session): the fraction of a second, if any, without its trailing zeros."""
+    text = t.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f").rstrip("0").rstrip(".")
+    return f"{text}+00"
+
+
+def _definitions(params: dict[str, Any]) -> Iterator[tuple[Any, ...]]:
+    """The columns ``upsert_schedules`` compares with the stored row, besides the
+    calendar and the policy, from its parameters: JSON in one canonical text, as jsonb
+    keeps it (its keys in one order, 30 and 30.0 told apart)."""
+    def canonical(text: str) -> str:
+        return json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
+
+    for kind, queue, args, priority, attempts, tags, metadata in zip(
+            params["kinds"], params["queues"], params["args"], params["priorities"],
+            params["max_attempts"], params["tags"], params["metadata"], strict=True):
+        yield (kind, queue, canonical(args), priority, attempts, tuple(json.loads(tags)),
+               canonical(metadata))
+
+
 def _definition_hash(*definition: str) -> int:
     """awa_beat.definition_hash, for the columns a MemoryStore row keeps."""
     return hash(definition)
@@ -316,6 +338,9 @@ class MemoryStore:
         """What the outbox part's ``backlogs`` answers."""
         self.configs: dict[str, tuple[str, int, int]] = {}
         """``awa_beat.config_syncs``: per deployment, its digest, row count, fingerprint."""
+        self.definitions: dict[str, tuple[Any, ...]] = {}
+        """The whole definition of each row a sync wrote (a row keeps only the evaluator's
+        columns), which the next sync compares with as the statement compares columns."""
         # The parts, as a database has them; each works on this store's state.
         self.evaluator = _MemoryEvaluator(self)
         self.schedules = _MemorySchedules(self)
@@ -447,8 +472,7 @@ class _MemoryEvaluator:
                 row, last_enqueued_at=times[-1] if times else row.last_enqueued_at,
                 paused_at=now if retire else row.paused_at, updated_at=now)
             for t in times:
-                job = FiredJob(len(self.store.jobs) + 1, request.name,
-                               t.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S+00"), now)
+                job = FiredJob(len(self.store.jobs) + 1, request.name, _stored_text(t), now)
                 self.store.jobs.append(job)
                 result.jobs.append(job)
         return result
@@ -464,26 +488,36 @@ class _MemorySchedules:
         return False
 
     def sync(self, rows: SyncBatch) -> SyncResult:
+        """As ``upsert_schedules``: a new row's cursor is the second of its registration;
+        a row whose definition changed is rewritten, its cursor moved forward to that
+        second when its calendar changed; a row written at run time is left alone."""
         self.store._call("sync")
         p = rows.params
         now = self.store.clock()
+        second = now.replace(microsecond=0)
         inserted = updated = 0
         fingerprint = 0
-        for name, expr, zone, policy in zip(p["names"], p["cron_exprs"], p["timezones"],
-                                            p["policies"], strict=True):
+        for name, expr, zone, policy, definition in zip(
+                p["names"], p["cron_exprs"], p["timezones"], p["policies"],
+                _definitions(p), strict=True):
             fingerprint += _definition_hash(name, expr, zone, policy)
             old = self.store.rows.get(name)
             if name in self.store.runtime:
                 continue
             if old is None:
-                self.store.rows[name] = CronState(name, expr, zone, policy,
-                                                  now.replace(microsecond=0), now, now, None)
+                self.store.rows[name] = CronState(name, expr, zone, policy, second, now, now,
+                                                  None)
                 inserted += 1
-            elif (old.cron_expr, old.timezone, old.missed_fire_policy) != (expr, zone, policy):
+            elif ((old.cron_expr, old.timezone, old.missed_fire_policy) != (expr, zone, policy)
+                  or self.store.definitions.get(name, definition) != definition):
+                cursor = old.last_enqueued_at
+                if (old.cron_expr, old.timezone) != (expr, zone):
+                    cursor = second if cursor is None else max(cursor, second)
                 self.store.rows[name] = dataclasses.replace(
                     old, cron_expr=expr, timezone=zone, missed_fire_policy=policy,
-                    updated_at=now)
+                    last_enqueued_at=cursor, updated_at=now)
                 updated += 1
+            self.store.definitions[name] = definition
             self.store.owners[name] = p["deployment"]
         return SyncResult(inserted, updated, rows.size - inserted - updated, fingerprint)
 
@@ -506,8 +540,10 @@ class _MemorySchedules:
     def orphaned_names(self, deployment: str, configured: Sequence[str]) -> list[str]:
         self.store._call("orphaned_names")
         keep = set(configured)
+        # As the statement does: a registration outlives a row someone else deleted (the
+        # orphan is still reported), and a row taken at run time is no configuration's.
         return sorted(n for n, d in self.store.owners.items()
-                      if d == deployment and n in self.store.rows and n not in keep)
+                      if d == deployment and n not in self.store.runtime and n not in keep)
 
     def runtime_owned_names(self, names: Sequence[str]) -> list[str]:
         self.store._call("runtime_owned_names")

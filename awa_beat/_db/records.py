@@ -83,7 +83,8 @@ class FiredJob:
     job_id: int
     name: str
     fire_time: str
-    """As stored in the job's metadata: ``YYYY-MM-DD HH:MM:SS+00``."""
+    """As stored in the job's metadata: ``YYYY-MM-DD HH:MM:SS+00``, with the fraction of a
+    second (its trailing zeros dropped) when the fire time has one."""
     updated_at: datetime | None = None
     """The schedule row's ``updated_at`` after the fire."""
 
