@@ -108,12 +108,12 @@ def _expand(text: str, layout: LayoutName, fragments: dict[str, dict[LayoutName,
         return text
     lines: list[str] = []
     for line in text.split("\n"):
-        match = _PLACEHOLDER.fullmatch(line)
-        if match is None:
-            if "{{" in line:
-                raise ValueError(f"{within[0]!r}: a placeholder ends its line: {line.strip()!r}")
+        if "{{" not in line:
             lines.append(line)
             continue
+        match = _PLACEHOLDER.fullmatch(line)
+        if match is None:
+            raise ValueError(f"{within[0]!r}: a placeholder ends its line: {line.strip()!r}")
         name, head = match["name"], match["head"]
         if name in within:
             raise ValueError(f"{within[0]!r}: fragment {name!r} includes itself")
