@@ -441,6 +441,15 @@ def test_a_limited_schedule_with_no_run_left_is_retired_without_a_fire(
     assert subject.paused_by("a") == RETIRED_BY
 
 
+def test_a_request_marked_limited_fires_every_time_when_its_row_has_no_run_limit(
+        subject: Subject) -> None:
+    start = minute(subject, 10)
+    subject.put("a", "@every 60s", cursor=start)
+    times = [start + timedelta(minutes=k) for k in (1, 2, 3)]
+    result = subject.evaluator.fire([FireRequest("a", start, times, limited=True)])
+    assert len(result.jobs) == 3 and subject.row("a").paused_at is None
+
+
 # -- syncing a configuration -------------------------------------------------------------------
 
 
@@ -535,6 +544,15 @@ def test_a_recorded_configuration_is_in_force_until_a_definition_changes(
     subject.pause("b")
     assert subject.schedules.config_in_force("proj", "digest-1")
     subject.edit("a", cron_expr="*/5 * * * *")
+    assert not subject.schedules.config_in_force("proj", "digest-1")
+
+
+def test_a_configuration_with_a_row_taken_at_run_time_is_no_longer_in_force(
+        subject: Subject) -> None:
+    rows = [definition("a"), definition("b")]
+    result = subject.schedules.sync_all([SyncBatch.encode(rows, "proj")])
+    subject.schedules.record_config("proj", "digest-1", result)
+    subject.take_at_runtime("b")
     assert not subject.schedules.config_in_force("proj", "digest-1")
 
 
