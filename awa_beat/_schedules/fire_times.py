@@ -379,7 +379,7 @@ def calendar_for(cron_expr: str, timezone: str, *, cache: bool = True) -> Calend
 
 
 #: Distinct (expression, zone) pairs whose calendar is kept. The engine keeps its own
-#: cache of the calendars its rows share (``awa_beat._engine.engine.KIND_CACHE``), so this one
+#: cache of the calendars its rows share (``awa_beat._engine.table.KIND_CACHE``), so this one
 #: only spares the other callers (validation, markers) a parse of a repeated pair.
 CALENDAR_CACHE = 4096
 
@@ -451,8 +451,8 @@ def next_fire_after(calendar: Calendar, t: datetime) -> datetime | None:
 def next_epoch_from(calendar: Calendar, second: int, *, after: bool) -> int | None:
     """The first fire at or after epoch second ``second`` (croner's inclusive search), or
     with ``after`` the first strictly after it as :func:`next_fire_after` finds it for any
-    instant within that second (fires are whole seconds): on integers for the calendars
-    that step on them, since the engine asks this for every row it loads."""
+    instant within that second (fires are whole seconds). It works on integers, because
+    the engine asks this for every row it loads."""
     if not after:
         return calendar.next_epoch(second, True)
     for found in _epochs_from(calendar, second):

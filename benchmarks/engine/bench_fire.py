@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import common
 
-import awa_beat._engine.engine as engine_module
+import awa_beat._engine.firing as engine_module
 from awa_beat._engine.engine import Engine
 from awa_beat._testing import FakeClock, MemoryStore
 

@@ -233,11 +233,11 @@ def test_after_a_fire_the_engine_holds_the_row_as_stored(store: Database, conn) 
 
 def test_a_burst_is_fired_in_batches_without_sleeping_between(store: Database, conn,
                                                               monkeypatch) -> None:
-    import awa_beat._engine.engine as engine_module
+    import awa_beat._engine.firing as firing_module
 
-    monkeypatch.setattr(engine_module, "FIRE_BATCH", 8)
-    monkeypatch.setattr(engine_module, "FIRST_FIRE_BATCH", 1)
-    monkeypatch.setattr(engine_module, "FIRE_RAMP", 4)
+    monkeypatch.setattr(firing_module, "FIRE_BATCH", 8)
+    monkeypatch.setattr(firing_module, "FIRST_FIRE_BATCH", 1)
+    monkeypatch.setattr(firing_module, "FIRE_RAMP", 4)
     for i in range(20):
         add(store, conn, f"b{i}", "* * * * *", T0)
     clock = Clock(T0 + timedelta(minutes=1))
@@ -260,7 +260,7 @@ def test_a_burst_is_fired_in_batches_without_sleeping_between(store: Database, c
 
 def test_a_change_committed_later_than_the_lookback_is_seen_at_the_full_reload(
         store: Database, conn) -> None:
-    from awa_beat._engine.engine import FULL_RELOAD_INTERVAL
+    from awa_beat._engine.view import FULL_RELOAD_INTERVAL
 
     add(store, conn, "a", "0 0 1 1 *", T0)
     clock = Clock(T0)
@@ -283,7 +283,7 @@ def test_a_reload_keeps_the_rows_it_holds_and_drops_a_deleted_one_an_insert_hide
         add(store, conn, name, "0 0 1 1 *", T0)
     engine = Engine(store.evaluator, clock=Clock(T0))
     engine.load()
-    held = dict(engine._entries)
+    held = {name: engine.table.packed(name) for name in ('a', 'b', 'c')}
     # A delete and an insert: the row count is the same as before.
     store.schedules.remove("b")
     add(store, conn, "d", "0 0 1 1 *", T0)
@@ -293,7 +293,7 @@ def test_a_reload_keeps_the_rows_it_holds_and_drops_a_deleted_one_an_insert_hide
     now = {row.name: row for row in engine.rows()}
     assert set(now) == {"a", "c", "d"}
     # Unchanged: the row read again was dropped, not kept.
-    assert engine._entries["a"] is held["a"]
+    assert engine.table.packed("a") is held["a"]
     assert now["c"].cron_expr == "0 0 2 1 *"
 
 

@@ -134,9 +134,9 @@ def test_a_database_error_retries_the_due_fires_a_second_later(
 
 def test_the_periodic_sweep_reads_a_slice_per_pass_and_sees_a_late_commit(
         clock: FakeClock, store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    from awa_beat._engine import engine as engine_module
+    from awa_beat._engine import view as view_module
 
-    monkeypatch.setattr(engine_module, "SWEEP_SLICE", 2)
+    monkeypatch.setattr(view_module, "SWEEP_SLICE", 2)
     for i in range(5):
         store.add(f"s{i}", "0 0 1 1 *", last_enqueued_at=T0)
     engine = Engine(store.evaluator, clock=clock, refresh_interval=3600)
@@ -144,8 +144,8 @@ def test_the_periodic_sweep_reads_a_slice_per_pass_and_sees_a_late_commit(
     # As a transaction that took its now() long ago and committed just now would write:
     # outside every refresh's lookback.
     store.rows["s4"] = dataclasses.replace(store.rows["s4"], cron_expr="* * * * *")
-    clock.advance(seconds=engine_module.FULL_RELOAD_INTERVAL)
-    pause = engine_module.SWEEP_SLICE / engine_module.SWEEP_RATE
+    clock.advance(seconds=view_module.FULL_RELOAD_INTERVAL)
+    pause = view_module.SWEEP_SLICE / view_module.SWEEP_RATE
     slices = 0
     while True:
         before = store.calls.count("cron_states_after")
@@ -199,10 +199,10 @@ def test_a_refresh_due_just_before_a_fire_waits_until_after_it(clock: FakeClock)
     engine = Engine(store.evaluator, clock=clock, refresh_interval=9.7)
     engine.load()
     for _ in range(2):  # 12:00:39.7-40.1, then 12:00:49.8-50.2
-        clock.now = datetime.fromtimestamp(engine._next_refresh, UTC)
+        clock.now = datetime.fromtimestamp(engine.view.next_refresh, UTC)
         engine.run_pass()
     assert store.calls.count("changes") == 2
-    clock.now = datetime.fromtimestamp(engine._next_refresh, UTC)  # 12:00:59.9
+    clock.now = datetime.fromtimestamp(engine.view.next_refresh, UTC)  # 12:00:59.9
     engine.run_pass()
     # A refresh now would end at 12:01:00.3 and make the fire due at 12:01 late: it runs
     # right after the fire instead.

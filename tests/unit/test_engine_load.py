@@ -41,10 +41,11 @@ def test_rows_read_together_are_due_when_each_alone_would_be(batch: list[CronSta
     # Read together (the way a load applies each row as the store reads it), against
     # each row applied alone the long way (as a refresh's changed row is).
     together = Engine(store=None)  # type: ignore[arg-type]  # no database read
-    together._take([CronRow(row.name, *columns_of(row)) for row in batch], compare=False)
+    together.table.load([CronRow(row.name, *columns_of(row)) for row in batch],
+                        compare=False)
     for row in batch:
         alone = Engine(store=None)  # type: ignore[arg-type]
-        alone._apply([alone._entry(row)])
+        alone.table.put(row)
         assert together.schedule(row.name) == alone.schedule(row.name), row
         assert together.state(row.name) == row
     assert together.next_due() == min(
@@ -53,21 +54,25 @@ def test_rows_read_together_are_due_when_each_alone_would_be(batch: list[CronSta
 
 
 def test_the_kind_cache_starts_afresh_when_full(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("awa_beat._engine.engine.KIND_CACHE", 2)
-    engine = Engine(store=None)  # type: ignore[arg-type]  # _apply reads no database
+    monkeypatch.setattr("awa_beat._engine.table.KIND_CACHE", 2)
+    engine = Engine(store=None)  # type: ignore[arg-type]  # the table reads no database
 
     def row(name: str, expr: str) -> CronState:
         return CronState(name, expr, "UTC", "coalesce", T0, T0, T0, None)
 
-    engine._apply([engine._entry(row(f"r{m}", f"{m} 3 * * *")) for m in range(5)])
-    assert len(engine._kinds) <= 2
+    with engine.table.batch():
+        for m in range(5):
+            engine.table.put(row(f"r{m}", f"{m} 3 * * *"))
+    assert engine.table.cached_kinds() <= 2
     # Triples met after the cache started afresh are shared again, and every row keeps
     # the calendar of its own expression.
-    engine._apply([engine._entry(row(n, "7 3 * * *")) for n in ("a", "b")])
-    assert engine._get("a").kind is engine._get("b").kind  # type: ignore[union-attr]
+    with engine.table.batch():
+        for n in ("a", "b"):
+            engine.table.put(row(n, "7 3 * * *"))
+    assert engine.table.get("a").kind is engine.table.get("b").kind  # type: ignore[union-attr]
     assert [engine.state(f"r{m}").cron_expr for m in range(5)] == [
         f"{m} 3 * * *" for m in range(5)]
     # A row whose kind left the cache gets its calendar back when it is worked on.
-    assert engine._get("r0").calendar is not None  # type: ignore[union-attr]
+    assert engine.table.get("r0").calendar is not None  # type: ignore[union-attr]
     assert engine.schedule("r0")[1] == datetime(  # type: ignore[index]
         2026, 3, 8, 3, 0, tzinfo=UTC).timestamp()

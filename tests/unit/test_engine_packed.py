@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from awa_beat._db.records import CronState
+from awa_beat._db.records import CronRow, CronState, columns_of
 from awa_beat._engine.engine import Engine
 
 UTC = timezone.utc
@@ -41,12 +41,12 @@ def engine() -> Engine:
 @given(rows())
 def test_a_row_held_reads_back_as_it_was_read(row: CronState) -> None:
     held = engine()
-    held._apply([held._entry(row)])
+    held.table.put(row)
     assert held.state(row.name) == row
     assert held.rows() == [row]
     # Unpacked to be worked on, it has the calendar (or the problem) it was read with.
-    entry, fresh = held._get(row.name), held._entry(row)
-    assert entry is not None
+    entry, fresh = held.table.get(row.name), held.table.put(row, compare=False)
+    assert entry is not None and fresh is not None
     assert (entry.kind.calendar, entry.kind.problem) == (fresh.kind.calendar,
                                                         fresh.kind.problem)
 
@@ -56,15 +56,15 @@ def test_a_row_held_reads_back_as_it_was_read(row: CronState) -> None:
 def test_a_row_read_is_held_only_if_every_column_is_as_held(row: CronState,
                                                            other: CronState) -> None:
     held = engine()
-    held._apply([held._entry(row)])
+    held.table.put(row)
     columns = [f.name for f in fields(CronState)][1:]
-    assert held._holds((row.name, *(getattr(row, c) for c in columns)))
+    assert held.table.holds(CronRow(row.name, *columns_of(row)))
     # The readers leave out what this says is held: one column off must not be.
     for column in columns:
         changed = replace(row, **{column: getattr(other, column)})
-        assert held._holds((row.name, *(getattr(changed, c) for c in columns))) == (
+        assert held.table.holds(CronRow(row.name, *columns_of(changed))) == (
             changed == row)
-    assert not held._holds((row.name + "x", *(getattr(row, c) for c in columns)))
+    assert not held.table.holds(CronRow(row.name + "x", *columns_of(row)))
 
 
 @settings(max_examples=100, deadline=None)
@@ -72,11 +72,13 @@ def test_a_row_read_is_held_only_if_every_column_is_as_held(row: CronState,
 def test_zones_and_policies_past_the_pair_table_are_spelled_out(
         batch: list[CronState]) -> None:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("awa_beat._engine.engine._NO_PAIR", 2)  # a table of two pairs, then full
+        patch.setattr("awa_beat._engine.table.MAX_PAIRS", 2)  # a table of two pairs, then full
         held = engine()
-        held._apply([held._entry(row) for row in batch])
+        with held.table.batch():
+            for row in batch:
+                held.table.put(row)
         assert sorted(held.rows(), key=lambda r: r.name) == sorted(batch, key=lambda r: r.name)
-        assert len(held._pairs) <= 2
+        assert held.table.pair_count() <= 2
 
 
 def test_due_instants_and_the_census_come_from_the_packed_rows() -> None:
@@ -88,7 +90,9 @@ def test_due_instants_and_the_census_come_from_the_packed_rows() -> None:
         CronState("late", "0 3 * * *", "UTC", "coalesce", T0 - timedelta(days=2), T0, T0,
                   None),
     ]
-    held._apply([held._entry(row) for row in made])
+    with held.table.batch():
+        for row in made:
+            held.table.put(row)
     tomorrow = datetime(2026, 3, 8, 3, 0, tzinfo=UTC).timestamp()
     assert held.schedule("due") == (made[0], tomorrow)
     assert held.schedule("paused") == (made[1], None)
@@ -109,7 +113,7 @@ def test_a_row_queued_twice_at_one_instant_fires_once() -> None:
     held = Engine(store.evaluator, clock=clock)
     held.load()
     # Applied again with only updated_at moved: queued a second time at the same instant.
-    held._apply([held._entry(replace(row, updated_at=T0 + timedelta(1)))])
+    held.table.put(replace(row, updated_at=T0 + timedelta(1)))
     requested: list[str] = []
     fire = store.evaluator.fire
 
@@ -136,12 +140,12 @@ def test_two_instants_of_one_repeated_wall_time_are_remembered_apart() -> None:
     first = datetime(2026, 11, 1, 1, 30, tzinfo=ZoneInfo("America/New_York"))  # 05:30Z
     second = first.replace(fold=1)  # 06:30Z
     alone = Engine(store=None)  # type: ignore[arg-type]
-    expected = alone._first_due_of(calendar, second, second)
+    expected = alone.table.first_due(calendar, second, second)
     assert expected == datetime(2026, 11, 1, 7, tzinfo=UTC).timestamp()
     engine = Engine(store=None)  # type: ignore[arg-type]
-    with engine._together():
-        assert engine._first_due_of(calendar, first, first) == datetime(
+    with engine.table.batch():
+        assert engine.table.first_due(calendar, first, first) == datetime(
             2026, 11, 1, 6, tzinfo=UTC).timestamp()
-        assert engine._first_due_of(calendar, second, second) == expected
-        assert engine._first_due_of(calendar, None, first) != engine._first_due_of(
+        assert engine.table.first_due(calendar, second, second) == expected
+        assert engine.table.first_due(calendar, None, first) != engine.table.first_due(
             calendar, None, second)

@@ -249,7 +249,7 @@ def test_settings_read_the_flags_from_the_app_or_the_environment() -> None:
 
 def test_a_coalesce_counts_the_fires_it_left_out_and_a_normal_fire_none() -> None:
     from awa_beat._db.records import CronState
-    from awa_beat._engine.engine import _left_out
+    from awa_beat._engine.firing import left_out as _left_out
     from awa_beat._schedules.fire_times import calendar_for
 
     calendar = calendar_for("* * * * *", "UTC")

@@ -1,0 +1,309 @@
+"""The firing rules: turning due rows into fire requests, and applying what was fired.
+
+Every rule about what a fire is lives here, so that a maintainer can change one after
+reading this module alone:
+
+* Which fire times a due row fires follows Awa's evaluator to the second
+  (:func:`~awa_beat._schedules.fire_times.due_fires`). ``coalesce`` fires the latest
+  missed fire time and records how many it passed over (:func:`left_out`); ``catch_up``
+  fires every missed one in order, at most ``catch_up_limit`` per schedule and pass, and
+  the rest on the next passes.
+* A burst is fired in statements that grow from FIRST_FIRE_BATCH schedules up to
+  FIRE_BATCH, so that the bridge publishes the first jobs while the rest are fired.
+* A schedule with a run limit is read back after its fire, because the statement may
+  have fired fewer runs than asked and retired it.
+* What the database refused is retried: a statement that failed whole after
+  RETRY_DELAY, one row's error after RETRY_DELAY, and a fire time ahead of the database's
+  clock at its own fire time. A row that another evaluator fired first, or that was
+  paused, edited or removed meanwhile, is read again and taken as the database has it.
+
+This module sees rows only as :class:`~awa_beat._engine.table.Row` objects; how they are
+held is the table's business.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from .._db.records import Coalesced, CronState, FireRequest, FireResult
+from .._logs import event
+from .._schedules.fire_times import Calendar, due_fires, fires_between, next_fire_after
+from .._schedules.markers import max_runs
+from ..errors import StoreError
+from .problems import RETRY_DELAY, Problems
+from .table import LIMITS_PROBLEM, Row, RowTable
+
+# The logger keeps the name it had before the engine was split into modules, so that
+# logging configurations that select it by name go on working.
+logger = logging.getLogger('awa_beat.engine')
+
+#: Schedules per fire statement. When more are due at once, they are fired over several
+#: passes, so that a burst is published while the rest is fired, with bounded memory.
+FIRE_BATCH = 2000
+#: Schedules in the first fire statement of a burst. The bridge starts publishing those
+#: while the rest are fired, rather than wait for a whole FIRE_BATCH. Each next statement
+#: of the burst may fire FIRE_RAMP times as many, up to FIRE_BATCH.
+FIRST_FIRE_BATCH = 50
+FIRE_RAMP = 4
+#: Fires a coalesce left out are counted up to this many, and then recorded as "at least".
+COALESCED_COUNT_LIMIT = 10000
+
+#: Why a due fire time was not fired here: another evaluator fired it first (or the row
+#: was paused, edited or removed meanwhile), the row is invalid, the database refused it
+#: (it is retried a second later), its last run had not finished (``overlap: skip``), or
+#: its fire time is ahead of the database's clock (this host's clock is fast, and it is
+#: retried).
+SKIP_REASONS: tuple[str, ...] = ("concurrent", "invalid", "failed", "overlap", "clock_ahead")
+#: The outcome of a schedule's last fire, as beat saw it.
+OUTCOMES = ("fired", *SKIP_REASONS)
+
+
+@dataclass
+class EngineStats:
+    """What the engine did beyond firing, for metrics. Another thread reads it, so it
+    holds only counters and values that are replaced whole."""
+
+    coalesced: int = 0
+    """Missed fire times folded into a later fire under ``coalesce`` (at most the
+    catch-up limit counted per schedule and pass)."""
+    skipped: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SKIP_REASONS, 0))
+    """Fire times due but not fired by this engine, by reason (:data:`SKIP_REASONS`)."""
+    behind: frozenset[str] = frozenset()
+    """Schedules whose last fire hit the catch-up limit, so more missed fires are due."""
+    watched: frozenset[str] = frozenset()
+    """Schedules whose last outcome is kept in :attr:`outcomes` (a bounded set)."""
+    outcomes: dict[str, str] = field(default_factory=dict)
+    """The outcome of the last fire of each watched schedule (:data:`OUTCOMES`)."""
+
+
+class FiringStore(Protocol):
+    """What the firing rules need of a store."""
+
+    def fire(self, requests: Sequence[FireRequest]) -> FireResult:
+        """Compare-and-swap each request's cursor and insert its jobs, atomically per
+        request: a request whose cursor moved meanwhile fires nothing."""
+        ...
+
+    def cron_states_by_name(self, names: Sequence[str]) -> list[CronState]:
+        """The rows that still exist among ``names``."""
+        ...
+
+
+class Firing:
+    """Fires the rows of a :class:`~awa_beat._engine.table.RowTable` as they fall due."""
+
+    def __init__(self, store: FiringStore, table: RowTable, problems: Problems, *,
+                 catch_up_limit: int, clock: Callable[[], datetime],
+                 on_fired: Callable[[FireResult], None] | None = None) -> None:
+        self.store = store
+        self.table = table
+        self.problems = problems
+        self.catch_up_limit = catch_up_limit
+        self.clock = clock
+        self.on_fired = on_fired
+        self.stats = EngineStats()
+        self.last_lag: float | None = None
+        """Seconds between the latest fire time of the last firing pass and its start."""
+        self.retrying: set[str] = set()
+        """Schedules put off by a failed fire, whose queued instant is not their fire time."""
+        self._full = 0
+        """The size of the last fire statement if it was full (more may be due), else 0."""
+
+    def fire_due(self) -> FireResult:
+        """Fire the schedules whose due time has come, up to FIRE_BATCH of them (fewer in
+        the first statements of a burst), in one batched statement."""
+        # The rows fired together share their timestamps, so they are handled as one batch.
+        with self.table.batch():
+            now = self.clock()
+            now_epoch = now.timestamp()
+            requests, rows = self._requests(now, now_epoch)
+            if not requests:
+                return FireResult()
+            try:
+                result = self.store.fire(requests)
+            except StoreError:
+                # Nothing was fired, so these are tried again shortly, not at the next
+                # full reload.
+                for request in requests:
+                    self.table.schedule(rows[request.name], at=now_epoch + RETRY_DELAY)
+                    self.retrying.add(request.name)
+                raise
+            self.last_lag = now_epoch - max(r.fire_times[-1].timestamp() for r in requests)
+            self._apply(requests, result, now_epoch, rows)
+        if self.on_fired is not None and result.jobs:
+            self.on_fired(result)
+        return result
+
+    def _requests(self, now: datetime, now_epoch: float,
+                  ) -> tuple[list[FireRequest], dict[str, Row]]:
+        """Take the rows due by ``now`` off the table, and return a fire request for each
+        that has fire times due, with the rows by name. A row with none is queued again."""
+        requests: list[FireRequest] = []
+        rows: dict[str, Row] = {}
+        # Rows that share a calendar, a cursor and a policy have the same fires. In a
+        # burst (every tenant at midnight) that is most of a batch, so each is worked out
+        # once. The calendar is keyed by identity, because the rows hold it for the whole
+        # call.
+        fires_of: dict[tuple[Any, ...], list[datetime]] = {}
+        limit = min(FIRE_BATCH, self._full * FIRE_RAMP if self._full else FIRST_FIRE_BATCH)
+        while len(requests) < limit:
+            item = self.table.pop_due(now_epoch)
+            if item is None:
+                break
+            due, row = item
+            calendar = row.calendar
+            assert calendar is not None  # Only rows that can fire are queued.
+            last = row.last_enqueued_at
+            policy = row.missed_fire_policy
+            key = (id(calendar), last, row.created_at if last is None else None, policy)
+            fires = fires_of.get(key)
+            if fires is None:
+                fires = fires_of[key] = due_fires(
+                    calendar, last_enqueued_at=last, created_at=row.created_at,
+                    now=now, policy=policy, limit=self.catch_up_limit)
+            if not fires:
+                self.table.schedule(row)
+                continue
+            coalesced = None
+            if (policy == "coalesce" and last is not None
+                    and (fires[-1].timestamp() > due or row.name in self.retrying)):
+                # Fire times may have been missed only when the first due one is earlier,
+                # or when an error put the fire off.
+                coalesced = left_out(calendar, row, fires)
+            requests.append(FireRequest(row.name, last, fires,
+                                        limited=max_runs(row.cron_expr) is not None,
+                                        coalesced=coalesced))
+            rows[row.name] = row
+        self._full = limit if len(requests) >= limit else 0
+        return requests, rows
+
+    def _apply(self, requests: list[FireRequest], result: FireResult, now_epoch: float,
+               rows: dict[str, Row]) -> None:
+        """Apply what the fire statement did to each row it was asked to fire."""
+        fired = {job.name: job.updated_at for job in [*result.jobs, *result.skipped]}
+        stats = self.stats
+        overlapped: dict[str, int] = {}
+        for job in result.skipped:
+            overlapped[job.name] = overlapped.get(job.name, 0) + 1
+            event(logger, logging.INFO, "fire.skipped",
+                  "beat: skipped %s for %s: its last run has not finished (overlap=skip)",
+                  job.name, job.fire_time, schedule=job.name, fire_time=job.fire_time)
+        lost = []
+        ahead = set(result.ahead)
+        if ahead:
+            self._refused_ahead(len(ahead))
+        for request in requests:
+            row = rows[request.name]
+            if request.name in ahead:
+                # The row is due again at its own fire time, not at this clock's now plus
+                # a delay, because once the clock is put right that time is still to
+                # come. The node measures the skew at once and stands down meanwhile.
+                self._skipped(request, "clock_ahead")
+                self.table.schedule(row)
+                self.retrying.add(request.name)
+            elif request.name in fired:
+                self.retrying.discard(request.name)
+                skips = overlapped.get(request.name, 0)
+                if skips:
+                    stats.skipped["overlap"] += skips
+                self._outcome(request.name, "overlap" if skips == len(request.fire_times)
+                              else "fired")
+                if request.coalesced is not None:
+                    stats.coalesced += request.coalesced.count
+                if request.limited:
+                    # The statement may have fired fewer runs than asked and retired the
+                    # row, which only the row tells, so it is read again below.
+                    lost.append(request.name)
+                    continue
+                self._note_catch_up_limit(request)
+                # The row is held as it now reads, so that the next refresh finds nothing
+                # new in it.
+                row.last_enqueued_at = request.fire_times[-1]
+                row.updated_at = fired[request.name] or row.updated_at
+                self.table.schedule(row)
+            elif request.name in result.failed:
+                self._skipped(request, "failed")
+                self.problems.failed(row.name, row.updated_at, result.failed[request.name])
+                self.table.schedule(row, at=now_epoch + RETRY_DELAY)
+                self.retrying.add(request.name)
+            else:
+                lost.append(request.name)
+        if lost:
+            self._read_again(lost, requests, fired)
+
+    def _note_catch_up_limit(self, request: FireRequest) -> None:
+        stats = self.stats
+        limited = len(request.fire_times) >= self.catch_up_limit
+        if limited != (request.name in stats.behind):
+            stats.behind = (stats.behind | {request.name} if limited
+                            else stats.behind - {request.name})
+        if limited:
+            event(logger, logging.WARNING, "fire.catch_up_limit",
+                  "beat: schedule %r hit the catch-up limit of %s fires in one "
+                  "pass; the rest follow in the next passes",
+                  request.name, self.catch_up_limit, schedule=request.name)
+
+    def _read_again(self, lost: list[str], requests: list[FireRequest],
+                    fired: dict[str, datetime | None]) -> None:
+        """Take the database's word for rows the statement did not fire as asked.
+
+        Either another evaluator fired first, or the row was paused, edited or removed
+        meanwhile. A schedule with a run limit is read again whether it fired or not,
+        because the statement may have fired fewer runs than asked and retired it."""
+        read = {row.name: row for row in self.store.cron_states_by_name(lost)}
+        by_name = {r.name: r for r in requests}
+        for name in lost:
+            row = read.get(name)
+            expected = by_name[name].expected
+            invalid = (row is not None and row.last_enqueued_at == expected
+                       and row.paused_at is None)
+            if name not in fired:
+                self._skipped(by_name[name], "invalid" if invalid else "concurrent")
+            if row is None:
+                self.table.remove(name)
+            elif invalid:
+                # The row is unchanged and not paused, yet was not fired, so its job breaks
+                # Awa's limits (priority 1-4, at most 20 tags, kind and queue at most 200
+                # characters).
+                held = self.table.put_limits_problem(row)
+                self.problems.invalid(name, held.updated_at, LIMITS_PROBLEM)
+            else:
+                taken = self.table.put(row, compare=False)
+                if taken is not None and taken.problem is not None:
+                    self.problems.invalid(name, taken.updated_at, taken.problem)
+
+    @staticmethod
+    def _refused_ahead(count: int) -> None:
+        event(logger, logging.WARNING, "fire.clock_ahead",
+              "beat: the database refused to fire %d schedule(s): their fire times are "
+              "later than its clock plus awa_beat_clock_tolerance (this host's clock is "
+              "fast)", count, schedules=count)
+
+    def _skipped(self, request: FireRequest, reason: str) -> None:
+        self.stats.skipped[reason] += len(request.fire_times)
+        self._outcome(request.name, reason)
+
+    def _outcome(self, name: str, outcome: str) -> None:
+        if name in self.stats.watched:
+            self.stats.outcomes[name] = outcome
+
+
+def left_out(calendar: Calendar, row: Row | CronState, fires: Sequence[datetime],
+             ) -> Coalesced | None:
+    """Return the fires a coalesce passed over before ``fires``. A normal fire passes
+    over none (one calendar step), so they are counted only after downtime or a pause."""
+    if row.missed_fire_policy != "coalesce" or row.last_enqueued_at is None:
+        return None
+    first = next_fire_after(calendar, row.last_enqueued_at)
+    if first is None or first >= fires[0]:
+        return None
+    missed = fires_between(calendar, row.last_enqueued_at,
+                           fires[0] - timedelta(microseconds=1), COALESCED_COUNT_LIMIT)
+    if not missed:
+        return None
+    return Coalesced(missed[0], missed[-1], len(missed),
+                     capped=len(missed) >= COALESCED_COUNT_LIMIT)
