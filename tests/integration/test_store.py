@@ -373,3 +373,8 @@ def test_stale_statistics_are_refreshed_and_fresh_ones_left_alone(store: Databas
     assert tuples == 1500
     store.schedules.sync([row(f"s{i}") for i in range(10)], deployment="test")
     assert store.schedules.analyze_if_stale() is False  # 10 more rows: close enough
+
+
+def test_a_small_table_is_not_analyzed_though_it_never_was(store: Database) -> None:
+    store.schedules.sync([row(f"r{i}") for i in range(100)], deployment="test")
+    assert store.schedules.analyze_if_stale() is False  # every plan is fast on 100 rows
