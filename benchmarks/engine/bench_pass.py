@@ -50,7 +50,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -238,14 +238,21 @@ def record_store_calls(store: EvaluatorStore, calls: list[str], changed: list[in
             calls.append(__name)
             result = __original(*args)
             if __name == "changes":
-                # The rows are streamed: counted as the engine reads them.
+                # The rows are streamed, so they are counted as the engine reads them,
+                # without holding them all at once.
                 state, rows = result
-                rows = list(rows)
-                changed.append(len(rows))
-                return state, iter(rows)
+                changed.append(0)
+                return state, _counted(rows, changed)
             return result
 
         setattr(store, name, wrapper)
+
+
+def _counted(rows: Iterator[Any], changed: list[int]) -> Iterator[Any]:
+    """``rows``, adding one to the last count in ``changed`` for each row read."""
+    for row in rows:
+        changed[-1] += 1
+        yield row
 
 
 def server_xacts(conn: psycopg.Connection, dbname: str) -> int:
