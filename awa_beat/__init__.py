@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from ._ops.api import Schedules
     from ._ops.records import ScheduleView
     from ._schedules.calendars import at
+    from ._schedules.preview import Preview
     from ._schedules.spec import ScheduleSpec
     from .outcomes import fire_time
 
@@ -55,6 +56,7 @@ _LAZY = {
     "Schedules": "_ops.api",
     "ScheduleSpec": "_schedules.spec",
     "ScheduleView": "_ops.records",
+    "Preview": "_schedules.preview",
     "at": "_schedules.calendars",
     "fire_time": "outcomes",
 }
@@ -71,6 +73,7 @@ __all__ = [
     "InvalidTimezone",
     "NoDatabase",
     "NotFound",
+    "Preview",
     "ScheduleConflict",
     "ScheduleError",
     "ScheduleExists",

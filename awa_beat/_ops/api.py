@@ -54,6 +54,7 @@ from typing import Any
 from .._config import Settings
 from .._db.conninfo import caller_connection
 from .._db.database import Database
+from .._schedules.preview import Preview
 from .._schedules.spec import ScheduleSpec
 from ..errors import ValidationError
 from .operations import Operations, find_database_url, settings_for
@@ -193,6 +194,18 @@ class Schedules:
     def get(self, name: str) -> ScheduleView:
         """``name``'s stored row, next fire and owner (``.owner``)."""
         return self._ops.get(name)
+
+    def preview(self, name: str, *, count: int | None = None,
+                until: datetime | None = None) -> Preview:
+        """``name``'s next fires: ``count`` of them (default 10, at most 1000), or every
+        fire up to ``until`` (an aware datetime; at most 1000), each marked when a DST
+        change moves it or repeats its hour, with warnings about a calendar that fires
+        twice or moves in a DST change, never fires, or fires every second. A paused
+        schedule lists the fires it would have if resumed, a retired one none, and a
+        schedule with a run limit no more than the runs it has left; its
+        :attr:`~Preview.notices` say so. Raises :class:`~awa_beat.errors.NotFound`, or
+        :class:`~awa_beat.errors.ValidationError` naming ``count`` or ``until``."""
+        return self._ops.preview(name, count=count, until=until)
 
     def list(self, pattern: str | None = None) -> list[ScheduleView]:
         """Every schedule, by name; ``pattern`` is a SQL LIKE pattern on the name."""

@@ -23,6 +23,7 @@ from .._db.database import Database
 from .._db.embedded import resolve_database_url
 from .._db.records import ScheduleRow
 from .._schedules.markers import max_runs
+from .._schedules.preview import Preview
 from .._schedules.runs import overdue_reasons
 from .._schedules.spec import DEFAULT_MAX_RUNTIME, ScheduleSpec, specs_from_beat_schedule
 from .._schedules.stored_entries import merge_entry
@@ -41,7 +42,7 @@ from .records import (
     ScheduleView,
     UpcomingFire,
 )
-from .rows import beat_entry, upcoming_fires, view_of
+from .rows import beat_entry, preview_of, upcoming_fires, view_of
 
 if TYPE_CHECKING:
     from .._beat.node import BeatNode
@@ -375,6 +376,17 @@ class Operations:
         left = self.runs_left(row)
         return upcoming_fires(row, self.clock() if now is None else now,
                               count if left is None else min(count, left))
+
+    def preview(self, name: str, *, count: int | None = None, until: datetime | None = None,
+                now: datetime | None = None) -> Preview:
+        """The stored schedule ``name``'s next fires after ``now`` (default: the clock's),
+        ``count`` of them (default 10) or all up to ``until``, with DST changes marked
+        and warnings about its calendar. Its state is respected: no more than the runs
+        it has left, none once retired, and a paused schedule's fires are those it would
+        have if resumed (its notices say which)."""
+        row = self.get(name).row
+        return preview_of(row, self.clock() if now is None else now,
+                          runs_left=self.runs_left(row), count=count, until=until)
 
     def runs_left(self, row: ScheduleRow) -> int | None:
         """How many more times ``row`` may fire: its run limit less the runs counted

@@ -8,6 +8,7 @@ rows from its own model) all read a row the same way.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,6 +23,7 @@ from .._schedules.fire_times import (
     next_fire_after,
 )
 from .._schedules.markers import instant_text, is_marker, split_bounds
+from .._schedules.preview import Preview, preview
 from .._schedules.runs import fired_at
 from .._schedules.stored_entries import bound_options, split_schedule
 from ..errors import AwaBeatError
@@ -89,6 +91,31 @@ def upcoming_fires(row: ScheduleRow, now: datetime, count: int) -> list[Upcoming
         fires.append(UpcomingFire(nxt, note))
         previous, t = offset, nxt
     return fires
+
+
+def preview_of(row: ScheduleRow, now: datetime, *, runs_left: int | None = None,
+               count: int | None = None, until: datetime | None = None) -> Preview:
+    """``row``'s next fires after ``now`` (:func:`awa_beat._schedules.preview.preview`),
+    no more than the ``runs_left`` it has, with notices that say what its state does to
+    them: retired (none), paused (the fires are those it would have if resumed), an
+    end_time that stops it."""
+    if row.retired:
+        runs_left = 0
+    found = preview(row.cron_expr, row.timezone, now, count=count, until=until,
+                    runs_left=runs_left, name=row.name)
+    notices: list[str] = []
+    if row.retired:
+        notices.append("retired: its last run fired, so it never fires again (the calendar "
+                       "is not listed)")
+    elif row.paused_at is not None:
+        notices.append(f"paused by {row.paused_by or '?'} since {instant_text(row.paused_at)}:"
+                       " nothing fires until it is resumed; these are the fires it would "
+                       "have if resumed")
+    bounds = split_bounds(row.cron_expr)[1] if is_marker(row.cron_expr) else None
+    if bounds is not None and bounds.end is not None and not found.more \
+            and not row.retired:
+        notices.append(f"its end_time {instant_text(bounds.end)} ends it: no fire after")
+    return replace(found, notices=(*notices, *found.notices))
 
 
 def beat_entry(row: ScheduleRow) -> dict[str, Any]:
