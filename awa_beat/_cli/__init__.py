@@ -15,6 +15,7 @@ from .cluster import status
 from .doctor import doctor
 from .history import history
 from .imports import import_
+from .preview import preview_
 from .runtime import add, edit
 from .schedules import export, list_, pause, remove, resume, show, trigger
 from .schema import migrate
@@ -29,6 +30,6 @@ def main() -> None:
     """awa-beat: a PostgreSQL-backed, highly available Celery beat."""
 
 
-for _command in (migrate, list_, add, edit, pause, resume, trigger, remove, show, history,
-                 export, status, doctor, import_, web):
+for _command in (migrate, list_, add, edit, pause, resume, trigger, remove, show, preview_,
+                 history, export, status, doctor, import_, web):
     main.add_command(_command)

@@ -20,7 +20,8 @@ from .._ops.forms import (
 from .._ops.records import COUNT_LIMIT, ScheduleFilter, ScheduleView
 from .._schedules.cron import load_timezone
 from .._schedules.describe import describe
-from .._schedules.fire_times import POLICIES
+from .._schedules.fire_times import POLICIES, parse_iso
+from .._schedules.preview import Preview
 from .._schedules.spec import DISPATCHES
 from ..errors import AwaBeatError, ScheduleConflict, ScheduleError, ScheduleOwned
 from ._app import HTTPError, Request, Response
@@ -152,6 +153,29 @@ def _row(view: ScheduleView, notes: Mapping[str, str], queues: Mapping[str, Any]
                 view.row.cron_expr)}
 
 
+def _preview(app: Dashboard, name: str, query: Mapping[str, str]
+             ) -> tuple[Preview | None, str | None]:
+    """The schedule's preview for the page's ``count`` or ``until``, or why there is
+    none (the field at fault, or the calendar's error)."""
+    count_text, until_text = query.get("count", "").strip(), query.get("until", "").strip()
+    count = until = None
+    if count_text:
+        if not _digits(count_text) or len(count_text) > 4:
+            return None, "count: a whole number from 1 to 1000"
+        count = int(count_text)
+    if until_text:
+        try:
+            until = parse_iso(until_text[:64])
+        except ValueError:
+            return None, "until: an instant in ISO 8601, e.g. 2027-01-01T00:00:00Z"
+        if until.tzinfo is None:
+            until = until.replace(tzinfo=timezone.utc)
+    try:
+        return app.ops.preview(name, count=count, until=until), None
+    except ScheduleError as exc:
+        return None, str(exc)
+
+
 @route("GET", "/schedule")
 def schedule(app: Dashboard, req: Request) -> Response:
     query = req.query
@@ -165,13 +189,16 @@ def schedule(app: Dashboard, req: Request) -> Response:
     job = query.get("job", "")
     message = DONE[done].format(job=int(job) if _digits(job) else "?", name=name) \
         if done in DONE else None
+    preview, preview_error = _preview(app, name, query)
     return app.render(
         req, "schedule.html", item=_row(view, {name: app.ops.pause_note(name) or ""},
                                         app.ops.cluster.queue_pauses([view.row.queue])),
         upcoming=app.ops.upcoming(view.row, count=20), runs_left=app.ops.runs_left(view.row),
         jobs=jobs, occurrences=occurrences,
         editable=app.editor is not None and view.owner == "runtime",
-        audit=app.ops.audit_log(limit=20, schedule=name), message=message)
+        audit=app.ops.audit_log(limit=20, schedule=name), message=message,
+        preview=preview, preview_error=preview_error,
+        preview_count=query.get("count", "")[:4], preview_until=query.get("until", "")[:64])
 
 
 @route("GET", "/schedule/remove")

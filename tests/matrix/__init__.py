@@ -30,22 +30,22 @@ The cells. Every row of the catalogue is in every cell unless a note says otherw
 every cell runs in both layouts (``standalone`` and ``awa``) unless it says otherwise
 (``A1-4``: A1 to A4)::
 
-    type \\ surface   beat    API    CLI      dashboard  admin    metrics  export
-    cron-zone         B1 B2   A1-4   C1-6     W1-4       D1-5     M1       E1-3
-    grid-interval     B1 B2   A1-4   C1-6     W1-4       D1-5     M1       E1-3
-    offgrid-interval  B1 B2*  A1-4   C1-6     W1-4       D1-5     M1       E1-3*
-    solar             B1 B2   A1-4   C1-6     W1-4       D1-5     M1       E1-3
-    at                B1 B2   A1-4   C1-6     W1-5       D1-6     M1       E1-3
-    rrule             B1 B2   A1-4   C1-6     W1-5       D1-6     M1       E1-3
-    crontab-and       B1 B2   A1-4   C1-4 C6  W1-3       D1-4     M1       E1-3
+    type \\ surface   beat    API    CLI      dashboard  admin    metrics  export  preview
+    cron-zone         B1 B2   A1-4   C1-6     W1-4       D1-5     M1       E1-3    P1-4
+    grid-interval     B1 B2   A1-4   C1-6     W1-4       D1-5     M1       E1-3    P1-4
+    offgrid-interval  B1 B2*  A1-4   C1-6     W1-4       D1-5     M1       E1-3*   P1-4
+    solar             B1 B2   A1-4   C1-6     W1-4       D1-5     M1       E1-3    P1-4
+    at                B1 B2   A1-4   C1-6     W1-5       D1-6     M1       E1-3    P1-4
+    rrule             B1 B2   A1-4   C1-6     W1-5       D1-6     M1       E1-3    P1-4
+    crontab-and       B1 B2   A1-4   C1-4 C6  W1-3       D1-4     M1       E1-3    P1-4
     crontab-dst-celery
-                      B1 B2   A1-4   C1-4 C6  W1-3 W5    D1-4 D6  M1       E1-3
-    bound-start       B1 B2   A1-4   C1-6     W1-5       D1-6     M1       E1-3
-    bound-end         B1 B2   A1-4   C1-6     W1-4       D1-5     M1       E1-3
-    bound-max-runs    B1 B2   A1-4   C1-6     W1-5       D1-6     M1       E1-3
-    one-off           B1 B2   A1-4   C1-6     W1-5       D1-6     M1       E1-3
-    paused            B1 B2   A1-4   C1-6     W1-4       D1-5     M1       E1-3
-    retired           B1 B2   A1-4   C1-4 C6  W1-3 W5    D1-4 D6  M1       E1-3
+                      B1 B2   A1-4   C1-4 C6  W1-3 W5    D1-4 D6  M1       E1-3    P1-4
+    bound-start       B1 B2   A1-4   C1-6     W1-5       D1-6     M1       E1-3    P1-4
+    bound-end         B1 B2   A1-4   C1-6     W1-4       D1-5     M1       E1-3    P1-4
+    bound-max-runs    B1 B2   A1-4   C1-6     W1-5       D1-6     M1       E1-3    P1-4
+    one-off           B1 B2   A1-4   C1-6     W1-5       D1-6     M1       E1-3    P1-4
+    paused            B1 B2   A1-4   C1-6     W1-4       D1-5     M1       E1-3    P1-4
+    retired           B1 B2   A1-4   C1-4 C6  W1-3 W5    D1-4 D6  M1       E1-3    P1-4
 
 ``*``: the cell fires that schedule for real (the others are checked not to fire out of
 their calendar). Retired is a state the fire statement leaves, so no surface adds one
@@ -101,6 +101,18 @@ The tests (module::function)::
     M1  test_metrics::test_every_type_has_its_series (a real beat's /metrics)
     M2  test_metrics::test_a_failing_schedule_is_overdue_and_failed_in_the_metrics
         (awa_beat_overdue_schedules, awa_beat_schedule_last_outcome)
+    P1  test_preview::test_the_api_previews_each_type (Schedules.preview: the catalogue's
+        calendar, runs left, none once retired, paused listed as if resumed, the
+        warnings), test_the_api_preview_over_a_dst_change_is_the_catalogues (cron-zone and
+        crontab-dst-celery up to the next spring change: the gap marked and warned about),
+        test_the_api_refuses_a_bad_preview
+    P2  test_preview::test_the_cli_previews_each_type (text, --json, -n, --until),
+        test_the_cli_previews_each_types_calendar_as_given (--cron/--tz, no database),
+        test_the_cli_errors_name_the_field_with_their_exit_codes (1 and 2)
+    P3  test_preview::test_the_dashboard_previews_each_type (Chromium: the schedule
+        page's preview and its count form), test_the_dashboard_names_the_field_at_fault
+    P4  django_cases::test_the_preview_on_the_change_page_of_each_type (run by
+        test_django_admin)
     E1  test_export::test_python_export_is_celery_objects_or_comments
     E2  test_export::test_json_export_imported_back_gives_the_same_rows,
         test_python_export_imported_back_gives_the_same_rows

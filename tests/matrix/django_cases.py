@@ -145,6 +145,28 @@ def test_the_change_page_of_each_type(client: Any, name: str) -> None:
     assert client.post(f"{CHANGELIST}{name}/change/", {"kind": "t.x"}).status_code == 403
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_the_preview_on_the_change_page_of_each_type(client: Any, name: str) -> None:
+    """P4: the change page lists the schedule's next fires, those of its documented
+    calendar (before the actions below pause and resume anything)."""
+    from datetime import datetime, timezone
+
+    from tests.matrix.test_preview import WARNED, check_notices, expected_fires
+
+    before = datetime.now(timezone.utc)
+    text = page_text(client, f"{CHANGELIST}{name}/change/")
+    after = datetime.now(timezone.utc)
+    found = re.search(r'<div id="awa-beat-preview">(.*?)</div>', text, re.S)
+    assert found is not None, text[:2000]
+    shown = [datetime.strptime(t, "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc)
+             for t in re.findall(r"<li data-mark=\"\w*\">(\S+ \S+) UTC", found.group(1))]
+    assert shown in (expected_fires(name, before), expected_fires(name, after)), shown
+    check_notices(name, [html.unescape(n) for n in re.findall(r"<p>(.*?)</p>",
+                                                               found.group(1))])
+    warnings = re.findall(r'<p class="warning"[^>]*>warning: ([^:,]*)', found.group(1))
+    assert warnings == WARNED.get(name, []), warnings
+
+
 def act(client: Any, action: str, name: str) -> None:
     response = client.post(CHANGELIST, {"action": action, "_selected_action": [name]})
     assert response.status_code == 302, response.content.decode()[:500]

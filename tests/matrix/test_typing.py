@@ -29,6 +29,7 @@ import awa_beat
 from awa_beat import (
     AwaBeatError,
     NotFound,
+    Preview,
     Scheduler,
     ScheduleExists,
     ScheduleSpec,
@@ -57,6 +58,12 @@ def plan(schedules: Schedules) -> list[str]:
 
 def scheduler_class() -> type[Scheduler]:
     return awa_beat.Scheduler
+
+
+def preview_warnings(schedules: Schedules) -> list[str]:
+    found: Preview = schedules.preview("new-year", count=3)
+    until = schedules.preview("new-year", until=datetime(2027, 6, 1, tzinfo=timezone.utc))
+    return [*found.warnings, *(f.note for f in until.fires if f.mark == "gap")]
 
 
 def window(task: object) -> tuple[datetime, datetime] | None:
@@ -109,6 +116,7 @@ def test_a_users_program_type_checks_against_the_real_types(tmp_path: Path) -> N
     ("n: int = awa_beat.Schedules().get('x')", '"ScheduleView"'),
     ("awa_beat.NotAName", 'has no attribute "NotAName"'),
     ("n: str = awa_beat.fire_time(object())", '"datetime | None"'),
+    ("awa_beat.Schedules().preview('x', count='3')", 'Argument "count"'),
     ("awa_beat.Schedules.from_app(object(), pool_sise=3)", 'argument "pool_sise"'),
 ])
 def test_a_misuse_of_the_public_api_is_reported(tmp_path: Path, misuse: str,

@@ -17,7 +17,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone as dj_timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from ..._db.records import ScheduleRow
 from ..._ops.forms import (
@@ -145,7 +145,7 @@ class ScheduleAdmin(admin.ModelAdmin):
     show_full_result_count = True
     actions = ("pause", "resume", "trigger")
     readonly_fields = (*(f.name for f in Schedule._meta.fields), "start_time", "end_time",
-                       "max_runs", "one_off", "overlap", "deadline")
+                       "max_runs", "one_off", "overlap", "deadline", "preview")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Schedule]:
         registration = Registration.objects.filter(name=OuterRef("name"))
@@ -228,6 +228,27 @@ class ScheduleAdmin(admin.ModelAdmin):
     def deadline(self, obj: Schedule) -> str:
         seconds = ScheduleBounds.of(_row(obj)).deadline
         return "none" if seconds is None else f"{seconds:g} s after the fire"
+
+    @admin.display(description="preview")
+    def preview(self, obj: Schedule) -> str:
+        """The next fires (awa-beat preview), DST changes marked, with the warnings about
+        the calendar and what the schedule's state does to its fires."""
+        try:
+            found = operations().preview(obj.name)
+        except AwaBeatError as exc:
+            return format_html('<span style="color:#b3261e">{}</span>', str(exc))
+        lines = format_html_join(
+            "", '<li data-mark="{}">{} <small>({})</small>{}</li>',
+            ((f.mark, _instant(f.at), f.local.strftime("%Y-%m-%d %H:%M:%S %Z"),
+              format_html(" <strong>{}</strong>", f.note) if f.note else "")
+             for f in found.fires))
+        return format_html(
+            '<div id="awa-beat-preview">{}{}<ol>{}</ol>{}</div>',
+            format_html_join("", "<p>{}</p>", ((n,) for n in found.notices)),
+            format_html_join("", '<p class="warning" style="color:#b3261e">warning: {}</p>',
+                             ((w,) for w in found.warnings)),
+            lines or format_html("<li>{}</li>", "none"),
+            format_html("<p>{}</p>", "more fires follow") if found.more else "")
 
     @admin.display(description="paused")
     def paused(self, obj: Schedule) -> str:
