@@ -110,9 +110,10 @@ The tests (module::function)::
         test_the_cli_previews_each_types_calendar_as_given (--cron/--tz, no database),
         test_the_cli_errors_name_the_field_with_their_exit_codes (1 and 2)
     P3  test_preview::test_the_dashboard_previews_each_type (Chromium: the schedule
-        page's preview and its count form), test_the_dashboard_names_the_field_at_fault
-    P4  django_cases::test_the_preview_on_the_change_page_of_each_type (run by
-        test_django_admin)
+        page's preview and its count form), test_the_dashboard_names_the_field_at_fault,
+        test_the_dashboard_shows_what_an_operator_wrote_as_text (escaped)
+    P4  django_cases::test_the_preview_on_the_change_page_of_each_type,
+        test_the_preview_escapes_what_it_shows (run by test_django_admin)
     E1  test_export::test_python_export_is_celery_objects_or_comments
     E2  test_export::test_json_export_imported_back_gives_the_same_rows,
         test_python_export_imported_back_gives_the_same_rows

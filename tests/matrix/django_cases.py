@@ -167,6 +167,18 @@ def test_the_preview_on_the_change_page_of_each_type(client: Any, name: str) -> 
     assert warnings == WARNED.get(name, []), warnings
 
 
+def test_the_preview_escapes_what_it_shows(client: Any, matrix: MatrixDB) -> None:
+    """P4: text an operator wrote (who paused it) is shown as text, not markup."""
+    with matrix.schedules() as schedules:
+        schedules.add("preview-escape", task="matrix.escape", schedule=60)
+        schedules.pause("preview-escape", by="<b>x</b>")
+    text = page_text(client, f"{CHANGELIST}preview-escape/change/")
+    found = re.search(r'<div id="awa-beat-preview">(.*?)</div>', text, re.S)
+    assert found is not None
+    assert "paused by &lt;b&gt;x&lt;/b&gt;" in found.group(1)
+    assert "<b>x</b>" not in found.group(1)
+
+
 def act(client: Any, action: str, name: str) -> None:
     response = client.post(CHANGELIST, {"action": action, "_selected_action": [name]})
     assert response.status_code == 302, response.content.decode()[:500]

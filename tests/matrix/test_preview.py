@@ -263,3 +263,17 @@ def test_the_dashboard_names_the_field_at_fault(web_page: tuple[Any, str]) -> No
         assert response is not None and response.status == 200
         assert words in page.locator("#preview-error").inner_text(), query
         assert page.locator("#preview").count() == 0
+
+
+@pytest.mark.acceptance
+def test_the_dashboard_shows_what_an_operator_wrote_as_text(
+        web_page: tuple[Any, str], shared_matrix_db: MatrixDB) -> None:
+    page, url = web_page
+    with shared_matrix_db.schedules() as schedules:
+        schedules.add("preview-escape", task="matrix.escape", schedule=60)
+        schedules.pause("preview-escape", by="<img src=x onerror=alert(1)>")
+    response = page.goto(f"{url}/schedule?name=preview-escape")
+    assert response is not None and response.status == 200
+    notice = page.locator("[data-notice]").first.inner_text()
+    assert "paused by <img src=x onerror=alert(1)>" in notice
+    assert page.locator("[data-notice] img").count() == 0
