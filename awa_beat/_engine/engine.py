@@ -169,10 +169,10 @@ class Engine:
 
     def run_pass(self) -> PassReport:
         """Fire what is due, refresh if it is time, and return how long to sleep."""
-        if not self.loaded:
-            self.load()
+        if self.view.state is None:
+            self.view.load()
         fired = self.firing.fire_due()
-        refreshed = self.view.refresh_if_due(self.next_due())
+        refreshed = self.view.refresh_if_due()
         return PassReport(fired, refreshed, self.wait())
 
     def fire_due(self) -> FireResult:
@@ -187,7 +187,7 @@ class Engine:
     def wait(self) -> float:
         """Seconds until the engine wants its next pass."""
         until = self.view.wake_at()
-        due = self.next_due()
+        due = self.table.next_due()
         if due is not None:
             until = min(until, due)
         return max(0.0, until - self._clock().timestamp())

@@ -116,10 +116,15 @@ class Firing:
     def fire_due(self) -> FireResult:
         """Fire the schedules whose due time has come, up to FIRE_BATCH of them (fewer in
         the first statements of a burst), in one batched statement."""
+        now = self.clock()
+        now_epoch = now.timestamp()
+        due = self.table.next_due()
+        if due is None or due > now_epoch:
+            # Most passes have nothing due, and they are done here.
+            self._full = 0
+            return FireResult()
         # The rows fired together share their timestamps, so they are handled as one batch.
         with self.table.batch():
-            now = self.clock()
-            now_epoch = now.timestamp()
             requests, rows = self._requests(now, now_epoch)
             if not requests:
                 return FireResult()

@@ -176,7 +176,7 @@ class View:
         self._refresh_seconds = self._now() - started
         self.sweep()
 
-    def refresh_if_due(self, next_due: float | None) -> bool:
+    def refresh_if_due(self) -> bool:
         """Refresh if it is time to, unless a fire falls due before the refresh would
         end. Return whether it refreshed; when it did not, take the next slice of a sweep
         that is due or under way."""
@@ -184,6 +184,7 @@ class View:
         if now < self.next_refresh:
             self.sweep()
             return False
+        next_due = self.table.next_due()
         if (not self._put_off and next_due is not None
                 and next_due < now + REFRESH_PUT_OFF * self._refresh_seconds):
             # The refresh runs after the fire, not across it, but only once in a row, or
