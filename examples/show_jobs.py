@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from awa_beat._config import database_url
+from awa_beat._db.conninfo import database_url
 from awa_beat._db.database import Database
 from awa_beat._db.embedded import embedded_database_url
 from awa_beat.errors import AwaBeatError

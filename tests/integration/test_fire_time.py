@@ -4,8 +4,10 @@ An Awa job's metadata answers the same way."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
+from collections.abc import Iterator
 from datetime import timedelta
 from types import SimpleNamespace
 from typing import Any
@@ -27,6 +29,18 @@ from tests.brokers import RABBITMQ_URL, answers
 from .test_bridge import T0, fire, register
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def root_logger_restored() -> Iterator[None]:
+    """Put back the root logger's level and handlers after the test. An in-process worker
+    sets up logging as a worker process would (the root logger at ERROR), which would hide
+    the warnings that later tests in this process look for."""
+    root = logging.getLogger()
+    level, handlers = root.level, root.handlers[:]
+    yield
+    root.setLevel(level)
+    root.handlers[:] = handlers
 
 
 @pytest.fixture
