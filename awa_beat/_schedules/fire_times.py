@@ -40,10 +40,12 @@ __all__ = [
     "IntervalCalendar",
     "calendar_for",
     "can_fire_from",
+    "catch_up_window",
     "due_fires",
     "every_seconds",
     "fires_between",
     "interval_expression",
+    "jitter_of",
     "next_epoch_from",
     "next_fire_after",
 ]
@@ -168,6 +170,10 @@ class CronCalendar:
     """An Awa cron schedule: ``expr`` evaluated on the wall clock of ``tz``."""
 
     __slots__ = ("_fixed", "expr", "tz")
+    #: No catch-up window and no jitter: a marker that has them wraps its calendar in
+    #: :class:`~awa_beat._schedules.markers.BoundedCalendar`, which carries them.
+    window: float | None = None
+    jitter: float | None = None
 
     def __init__(self, expr: CronExpression, tz: tzinfo) -> None:
         self.expr = expr
@@ -312,6 +318,10 @@ class IntervalCalendar:
     """Fires at every instant ``t`` with ``(t - 1970-01-01T00:00:00Z) % seconds == 0``."""
 
     __slots__ = ("seconds",)
+    #: No catch-up window and no jitter: a marker that has them wraps its calendar in
+    #: :class:`~awa_beat._schedules.markers.BoundedCalendar`, which carries them.
+    window: float | None = None
+    jitter: float | None = None
 
     def __init__(self, seconds: int) -> None:
         if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 1:
@@ -376,6 +386,17 @@ def calendar_for(cron_expr: str, timezone: str, *, cache: bool = True) -> Calend
     ``cache=False`` builds it afresh, for a caller that keeps its own (the engine's
     kinds): a table with a calendar per row would only churn the shared cache."""
     return _calendar_for(cron_expr, timezone) if cache else _new_calendar(cron_expr, timezone)
+
+
+def catch_up_window(calendar: Calendar) -> float | None:
+    """The catch-up window (seconds) that the calendar's marker carries, or None. Every
+    calendar built here has the attribute; a calendar from elsewhere has none."""
+    return getattr(calendar, "window", None)
+
+
+def jitter_of(calendar: Calendar) -> float | None:
+    """The jitter (seconds) that the calendar's marker carries, or None."""
+    return getattr(calendar, "jitter", None)
 
 
 #: Distinct (expression, zone) pairs whose calendar is kept. The engine keeps its own

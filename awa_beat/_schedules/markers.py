@@ -32,7 +32,16 @@ Any marker may end in `` | `` and bounds, in this order, each of them optional::
 
     start=<YYYY-MM-DDTHH:MM:SSZ>        no fire before (inclusive)
     end=<YYYY-MM-DDTHH:MM:SSZ>          no fire after (inclusive)
+    window=<s>                          the catch-up window: a fire older than s is skipped
+    jitter=<s>                          each job runs up to s after its fire time
     runs=<n>                            at most n runs in all
+
+``window`` and ``jitter`` are seconds, written as :func:`seconds_text` writes them (a
+whole number, or up to three decimals without trailing zeros), so the text stays
+canonical. Awa honours neither, so an Awa expression with either is stored as
+``@cron <expr> | window=300``, like a bounded one. The calendar of such a marker carries
+them as ``window`` and ``jitter`` (every calendar has both; None when not set), so the
+firing rules read them from the calendar that the rows sharing it already hold.
 
 ``start`` and ``end`` are part of the calendar. ``runs`` is counted in the database: the
 fire statement reads the limit from the marker (``' runs=([0-9]+)$'``), counts the runs
@@ -103,7 +112,15 @@ SOLAR_SEARCH_DAYS = 366
 SOLAR_SEARCH_YEARS = 3
 
 _MARKER = re.compile(r"@(every|cron|solar|at|rrule|crontab) ")
-_BOUND = re.compile(r"(start|end|runs)=(\S+)")
+_BOUND = re.compile(r"(start|end|window|jitter|runs)=(\S+)")
+_BOUND_ORDER = ("start", "end", "window", "jitter", "runs")
+_SECONDS = re.compile(r"[0-9]+(\.[0-9]{1,3})?")
+#: The shortest and longest catch-up window and jitter, in seconds. A window shorter than
+#: a second would skip fires that are merely a pass late; the longest is the longest
+#: interval (about ten years), past which neither means anything.
+MIN_WINDOW = 1.0
+MIN_JITTER = 0.001
+MAX_SECONDS = 3660 * 86400
 _INSTANT = "%Y-%m-%dT%H:%M:%SZ"
 RUNS_PATTERN = re.compile(r" runs=([0-9]+)$")
 """The pattern with which the fire statement reads the run limit. Keep it in step with
@@ -131,14 +148,55 @@ def _parse_instant(text: str) -> datetime:
 # -- bounds ----------------------------------------------------------------------------------
 
 
+def seconds_text(seconds: float) -> str:
+    """Write a window or a jitter as markers write it: a whole number as such, else up to
+    three decimals without trailing zeros (``300``, ``0.5``, ``1.25``)."""
+    value = round(float(seconds), 3)
+    if value.is_integer():
+        return str(int(value))
+    return f"{value:.3f}".rstrip("0")
+
+
+def check_seconds(key: str, value: Any) -> float:
+    """Return a window (``key`` "window") or a jitter ("jitter") as a float of at most
+    three decimals, or raise ScheduleError saying what is allowed: a positive finite
+    number of seconds, at least :data:`MIN_WINDOW` (or :data:`MIN_JITTER`) and at most
+    :data:`MAX_SECONDS`. A ``timedelta`` counts as its seconds."""
+    low = MIN_WINDOW if key == "window" else MIN_JITTER
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ScheduleError(f"{value!r} is not a number of seconds (from {seconds_text(low)} "
+                            f"to {MAX_SECONDS})")
+    if isinstance(value, int) and value > MAX_SECONDS:  # An int may be too large for float().
+        raise ScheduleError(f"{value} s is too long; at most {MAX_SECONDS} s (about ten "
+                            "years)")
+    seconds = float(value)
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ScheduleError(f"{value!r} must be a positive number of seconds")
+    if seconds > MAX_SECONDS:
+        raise ScheduleError(f"{value!r} s is too long; at most {MAX_SECONDS} s (about ten "
+                            "years)")
+    if round(seconds, 3) != seconds:
+        raise ScheduleError(f"{value!r} has more than three decimals; give whole "
+                            "milliseconds at most")
+    if seconds < low:
+        raise ScheduleError(f"{value!r} s is too short; at least {seconds_text(low)} s")
+    return seconds
+
+
 @dataclass(frozen=True)
 class Bounds:
     """When a schedule may fire: not before ``start`` and not after ``end`` (both whole
-    seconds, inclusive), and at most ``runs`` times."""
+    seconds, inclusive), and at most ``runs`` times; how late a missed fire may still
+    fire (``window``, seconds), and how long after its fire time each job may run
+    (``jitter``, seconds)."""
 
     start: datetime | None = None
     end: datetime | None = None
     runs: int | None = None
+    window: float | None = None
+    jitter: float | None = None
 
     def __post_init__(self) -> None:
         if self.runs is not None and self.runs < 1:
@@ -146,9 +204,17 @@ class Bounds:
         if self.start is not None and self.end is not None and self.end < self.start:
             raise ScheduleError(f"end {instant_text(self.end)} is before start "
                                 f"{instant_text(self.start)}: it would never fire")
+        for key in ("window", "jitter"):
+            value = getattr(self, key)
+            if value is not None:
+                try:
+                    object.__setattr__(self, key, check_seconds(key, value))
+                except ScheduleError as exc:
+                    raise ScheduleError(f"{key}={value!r}: {exc}") from None
 
     def __bool__(self) -> bool:
-        return self.start is not None or self.end is not None or self.runs is not None
+        return (self.start is not None or self.end is not None or self.runs is not None
+                or self.window is not None or self.jitter is not None)
 
     def text(self) -> str:
         parts = []
@@ -156,6 +222,10 @@ class Bounds:
             parts.append(f"start={instant_text(self.start)}")
         if self.end is not None:
             parts.append(f"end={instant_text(self.end)}")
+        if self.window is not None:
+            parts.append(f"window={seconds_text(self.window)}")
+        if self.jitter is not None:
+            parts.append(f"jitter={seconds_text(self.jitter)}")
         if self.runs is not None:
             parts.append(f"runs={self.runs}")
         return " ".join(parts)
@@ -184,25 +254,46 @@ def bounded(expr: str, bounds: Bounds) -> str:
     return f"{base} | {bounds.text()}"
 
 
+def with_timing(expr: str, window: float | None, jitter: float | None) -> str:
+    """Return ``expr`` (an Awa expression or a marker, with or without bounds) with its
+    catch-up window and jitter replaced by ``window`` and ``jitter`` (None: none). An Awa
+    expression that gets either becomes ``@cron <expr> | ...``; a ``@cron`` marker left
+    with no bounds becomes its expression again."""
+    if is_marker(expr):
+        base, bounds = split_bounds(expr)
+    else:
+        base, bounds = f"@cron {expr}", Bounds()
+    bounds = Bounds(bounds.start, bounds.end, bounds.runs, window, jitter)
+    if not bounds and base.startswith("@cron "):
+        return base[len("@cron "):]
+    return f"{base} | {bounds.text()}" if bounds else base
+
+
 def split_bounds(cron_expr: str) -> tuple[str, Bounds]:
     """Return a marker's schedule part and its bounds (empty when it has none)."""
     base, sep, tail = cron_expr.partition(" | ")
     if not sep:
         return cron_expr, Bounds()
     values: dict[str, Any] = {}
-    order = ["start", "end", "runs"]
+    order = list(_BOUND_ORDER)
     for word in tail.split(" "):
         m = _BOUND.fullmatch(word)
         if m is None or m.group(1) not in order:
             raise InvalidCronExpression(
-                f"bad bounds {tail!r}: expected start=<instant> end=<instant> runs=<n>, in "
-                "that order")
+                f"bad bounds {tail!r}: expected start=<instant> end=<instant> window=<s> "
+                "jitter=<s> runs=<n>, in that order")
         key, value = m.groups()
         order = order[order.index(key) + 1:]
         if key == "runs":
             if not value.isdigit():
                 raise InvalidCronExpression(f"runs={value}: a whole number")
             values[key] = int(value)
+        elif key in ("window", "jitter"):
+            if not _SECONDS.fullmatch(value) or seconds_text(float(value)) != value:
+                raise InvalidCronExpression(
+                    f"{key}={value}: seconds, written as a whole number or with up to three "
+                    "decimals and no trailing zeros (300, 0.5)")
+            values[key] = float(value)
         else:
             values[key] = _parse_instant(value)
     try:
@@ -232,17 +323,24 @@ def _next_from(calendar: Calendar, start: datetime, inclusive: bool) -> datetime
 
 class BoundedCalendar:
     """Another calendar's fires within ``[start, end]``, in epoch seconds. None leaves a
-    side unbounded."""
+    side unbounded. It also carries the marker's catch-up ``window`` and ``jitter``
+    (seconds, or None), which are no part of the calendar's fire times but are read by
+    the firing rules wherever the calendar is."""
 
-    __slots__ = ("end", "inner", "start")
+    __slots__ = ("end", "inner", "jitter", "start", "window")
 
-    def __init__(self, inner: Calendar, start: int | None, end: int | None) -> None:
+    def __init__(self, inner: Calendar, start: int | None, end: int | None,
+                 window: float | None = None, jitter: float | None = None) -> None:
         self.inner = inner
         self.start = start
         self.end = end
+        self.window = window
+        self.jitter = jitter
 
     def __repr__(self) -> str:
-        return f"BoundedCalendar({self.inner!r}, {self.start}, {self.end})"
+        extra = "".join(f", {k}={v}" for k, v in (("window", self.window),
+                                                  ("jitter", self.jitter)) if v is not None)
+        return f"BoundedCalendar({self.inner!r}, {self.start}, {self.end}{extra})"
 
     def next_from(self, start: datetime, *, inclusive: bool = True) -> datetime | None:
         return _next_from(self, start, inclusive)
@@ -260,6 +358,8 @@ class AtCalendar:
     """One fire, at ``instant`` (in epoch seconds)."""
 
     __slots__ = ("instant",)
+    window: float | None = None
+    jitter: float | None = None
 
     def __init__(self, instant: int) -> None:
         self.instant = instant
@@ -300,6 +400,8 @@ class SolarCalendar:
     """
 
     __slots__ = ("event", "lat", "lon")
+    window: float | None = None
+    jitter: float | None = None
 
     def __init__(self, event: str, lat: float, lon: float) -> None:
         if event not in SOLAR_EVENTS:
@@ -489,6 +591,8 @@ class RRuleCalendar:
     how RedBeat's ``rrule`` schedule finds it."""
 
     __slots__ = ("rule",)
+    window: float | None = None
+    jitter: float | None = None
 
     def __init__(self, rule: Any) -> None:
         self.rule = rule
@@ -606,6 +710,8 @@ class CeleryCrontabCalendar:
     ``is_due`` first says due. Celery's wall-clock arithmetic decides gaps and folds."""
 
     __slots__ = ("fields", "tab")
+    window: float | None = None
+    jitter: float | None = None
 
     def __init__(self, minute: str, hour: str, dom: str, month: str, dow: str,
                  zone: str) -> None:
@@ -704,8 +810,10 @@ def parse_marker(cron_expr: str, zone: str, base: PlainCalendar,
         calendar = crontab_calendar(rest, zone, cron)
     else:
         raise InvalidCronExpression(f"unknown marker {kind!r}")
-    if bounds.start is None and bounds.end is None:
+    if bounds.start is None and bounds.end is None and bounds.window is None \
+            and bounds.jitter is None:
         return calendar
     return BoundedCalendar(calendar,
                            None if bounds.start is None else _epoch(bounds.start),
-                           None if bounds.end is None else _epoch(bounds.end))
+                           None if bounds.end is None else _epoch(bounds.end),
+                           bounds.window, bounds.jitter)
