@@ -21,7 +21,7 @@ from datetime import datetime, timedelta, timezone
 
 from ..errors import AwaBeatError
 from .fire_times import calendar_for, every_seconds
-from .markers import Bounds, is_marker, split_bounds
+from .markers import Bounds, is_marker, seconds_text, split_bounds
 
 _NICKNAMES = {
     "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
@@ -77,7 +77,7 @@ def _words(expr: str) -> str:
         words = "once, at " + _instant(
             datetime.strptime(rest, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc))
         if bounds.runs == 1:  # "once" says it: an at() carries runs=1 to retire itself.
-            bounds = Bounds(bounds.start, bounds.end)
+            bounds = Bounds(bounds.start, bounds.end, None, bounds.window, bounds.jitter)
     else:
         words = _rrule(rest)
     limits = _bounds(bounds)
@@ -97,7 +97,21 @@ def _bounds(bounds: Bounds) -> str:
         runs = "at most 1 run (one-off)" if bounds.runs == 1 else \
             f"at most {bounds.runs} runs"
         text = f"{text}, {runs}" if text else runs
+    for value, words in ((bounds.window, "missed fires older than {} skipped"),
+                         (bounds.jitter, "each run up to {} late (jitter)")):
+        if value is not None:
+            said = words.format(_seconds(value))
+            text = f"{text}, {said}" if text else said
     return text
+
+
+def _seconds(value: float) -> str:
+    """Describe a window or a jitter: ``5 minutes``, ``90 seconds (1 min 30 s)``,
+    ``0.5 s``."""
+    if value.is_integer():
+        whole = duration(int(value))
+        return whole if whole[:1].isdigit() else f"1 {whole}"
+    return f"{seconds_text(value)} s"
 
 
 def _instant(t: datetime) -> str:

@@ -24,6 +24,8 @@ This is where things go in an entry (a normal Celery ``beat_schedule`` entry)::
                 "max_runtime": 600,                 # s; default: a numeric expires, else 1 h
                 "deadline": 900,                    # s after the fire; else never overdue late
                 "at_most_once": True,               # never run one fire twice
+                "catch_up_window": 300,             # s; older missed fires are skipped
+                "jitter": 60,                       # s; each job runs up to 60 s late
             },
         },
     }
@@ -75,6 +77,19 @@ already). A bounded schedule is stored as its marker (an Awa expression as
 * ``one_off: True`` is django-celery-beat's one_off: the schedule runs once and is then
   disabled, the same as with ``max_runs: 1``.
 
+Two more settings go in the marker, after the bounds' instants and before ``runs``
+(`` | window=<s> jitter=<s>``), because Awa honours neither, so an Awa leader that shares
+the table must refuse the row:
+
+* ``catch_up_window``: seconds (at least 1, at most three decimals). After downtime, a
+  pause or a failover, a fire time older than this is not fired but recorded as skipped
+  (docs/operating-time.md). Not set: every missed fire is handled by the policy, as Awa
+  does.
+* ``jitter``: seconds (more than 0, at most three decimals). Each job runs up to this
+  long after its fire time (never at or past the next one), by a delay that every
+  replica computes the same from the schedule's name and the fire time. The fire time on
+  the job stays the nominal one. A ``timedelta`` is read as its seconds, for both.
+
 Every marker starts with ``@`` and is none of Awa's aliases, so Awa's parser rejects it,
 and an Awa leader that shares the table never fires such a row (see
 :mod:`awa_beat._schedules.markers`).
@@ -106,6 +121,7 @@ from .markers import (
     at_marker,
     bounded,
     ceil_second,
+    check_seconds,
     crontab_marker,
     floor_second,
     instant_text,
@@ -113,17 +129,23 @@ from .markers import (
     rrule_marker,
     solar_marker,
     split_bounds,
+    with_timing,
 )
 
 #: The keys of ``options["awa_beat"]``.
 AWA_BEAT_OPTION = "awa_beat"
 _AWA_KEYS = {"timezone", "missed_fire_policy", "queue", "priority", "max_attempts", "tags",
              "metadata", "dispatch", "metrics", "start_time", "end_time", "max_runs",
-             "one_off", "overlap", "max_runtime", "deadline", "at_most_once", "dst"}
+             "one_off", "overlap", "max_runtime", "deadline", "at_most_once", "dst",
+             "catch_up_window", "jitter"}
 AWA_BEAT_KEYS = frozenset(_AWA_KEYS)
 #: The settings of ``options["awa_beat"]`` that are a schedule's bounds. They are stored
 #: in its marker, and ``operations.beat_entry`` gives them back as these keys.
-BOUND_OPTIONS = ("start_time", "end_time", "max_runs", "one_off")
+BOUND_OPTIONS = ("start_time", "end_time", "max_runs", "one_off", "catch_up_window",
+                 "jitter")
+#: The settings of ``options["awa_beat"]`` that the marker carries besides the bounds,
+#: as (option, the marker's word): the catch-up window and the jitter, in seconds.
+TIMING_OPTIONS = (("catch_up_window", "window"), ("jitter", "jitter"))
 #: The apply_async options that the dispatch bridge decides itself (the publishing
 #: retries are its own, and the task id is derived from the fire). An entry's values for
 #: them are ignored.
@@ -490,8 +512,15 @@ def _convert(name: Any, entry: Any, default_tz: str, default_dispatch: str,
         cron_expr, zone = to_cron_expression(schedule, dst)
         if zone is not None:
             tz = zone
-        if not is_at(schedule):  # at() carries its one run already.
+        if not is_at(schedule):
             cron_expr = bounded(cron_expr, bounds)
+        elif bounds.window is not None or bounds.jitter is not None:
+            # at() carries its one run already; a window or a jitter joins it, beside
+            # those that an ``@at`` marker string says itself.
+            own = split_bounds(cron_expr)[1]
+            cron_expr = with_timing(
+                cron_expr, own.window if bounds.window is None else bounds.window,
+                own.jitter if bounds.jitter is None else bounds.jitter)
         if is_marker(cron_expr):
             calendar_for(cron_expr, "UTC")  # A zone's problem is reported as the zone's.
     except ScheduleError as exc:
@@ -889,9 +918,18 @@ def _bounds(label: str, awa: Mapping[str, Any], schedule: Any,
             problems.add(label, field_ + "one_off", f"one_off runs once; max_runs={runs} "
                          "contradicts it")
         runs = 1
-    if is_at(schedule) and (values or awa.get("max_runs") not in (None, 1)):
-        problems.add(label, field_ + ("max_runs" if not values else
-                                      "start_time" if "start" in values else "end_time"),
+    for key, word in TIMING_OPTIONS:
+        value = awa.get(key)
+        if value is None:
+            continue
+        try:
+            values[word] = check_seconds(word, value)
+        except ScheduleError as exc:
+            problems.add(label, field_ + key, str(exc))
+    if is_at(schedule) and ("start" in values or "end" in values
+                            or awa.get("max_runs") not in (None, 1)):
+        problems.add(label, field_ + ("start_time" if "start" in values else
+                                      "end_time" if "end" in values else "max_runs"),
                      "at() fires once, at its instant; start_time, end_time and max_runs "
                      "do not apply")
         return Bounds()

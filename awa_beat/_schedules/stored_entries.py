@@ -14,29 +14,33 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import AwaBeatError
-from .markers import Bounds, is_marker, split_bounds
-from .spec import AWA_BEAT_OPTION, BOUND_OPTIONS, carries_bounds
+from .markers import Bounds, is_marker, split_bounds, with_timing
+from .spec import AWA_BEAT_OPTION, BOUND_OPTIONS, TIMING_OPTIONS, carries_bounds, is_at
 
 
 def split_schedule(cron_expr: str) -> tuple[str, Bounds]:
     """A stored expression as the schedule an entry gives (an Awa expression for
     ``@cron``) and its bounds, which an entry gives in ``options["awa_beat"]``. ``at()``
     keeps its one run, because that run is part of what ``at`` means, not a bound of its
-    own."""
-    if not is_marker(cron_expr) or cron_expr.startswith("@at "):
+    own (its catch-up window and jitter are settings, as for any schedule)."""
+    if not is_marker(cron_expr):
         return cron_expr, Bounds()
     try:
         base, bounds = split_bounds(cron_expr)
     except AwaBeatError:
         return cron_expr, Bounds()  # an invalid row stays as stored
+    if cron_expr.startswith("@at "):
+        return with_timing(cron_expr, None, None), Bounds(window=bounds.window,
+                                                         jitter=bounds.jitter)
     if base.startswith("@cron "):
         base = base[len("@cron "):]
     return base, bounds
 
 
 def bound_options(bounds: Bounds) -> dict[str, Any]:
-    """``bounds`` as ``options["awa_beat"]`` settings: instants in ISO 8601, and one run
-    as ``one_off`` (the two say the same thing)."""
+    """``bounds`` as ``options["awa_beat"]`` settings: instants in ISO 8601, one run as
+    ``one_off`` (the two say the same thing), and the window and the jitter as
+    ``catch_up_window`` and ``jitter`` (seconds; an int when whole)."""
     out: dict[str, Any] = {}
     if bounds.start is not None:
         out["start_time"] = bounds.start.isoformat()
@@ -46,6 +50,10 @@ def bound_options(bounds: Bounds) -> dict[str, Any]:
         out["one_off"] = True
     elif bounds.runs is not None:
         out["max_runs"] = bounds.runs
+    for key, word in TIMING_OPTIONS:
+        value = getattr(bounds, word)
+        if value is not None:
+            out[key] = int(value) if value.is_integer() else value
     return out
 
 
@@ -59,10 +67,15 @@ def merge_entry(entry: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[st
     A schedule given that says its own bounds (``at()``, a marker ending in bounds)
     replaces the entry's bounds, unless the changes give them too."""
     merged = dict(entry)
-    if carries_bounds(changes.get("schedule")):
+    schedule = changes.get("schedule")
+    if carries_bounds(schedule):
+        # at() says its one run, not a catch-up window or a jitter, so those stay, unless
+        # the schedule is a marker that says them.
+        dropped = BOUND_OPTIONS if not is_at(schedule) or _timed(schedule) else \
+            tuple(k for k in BOUND_OPTIONS if k not in dict(TIMING_OPTIONS))
         options = dict(merged.get("options") or {})
         awa = {k: v for k, v in (options.get(AWA_BEAT_OPTION) or {}).items()
-               if k not in BOUND_OPTIONS}
+               if k not in dropped}
         merged["options"] = {**options, AWA_BEAT_OPTION: awa}
     for key, value in changes.items():
         if key != "options" or not isinstance(value, Mapping):
@@ -84,3 +97,14 @@ def merge_entry(entry: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[st
                 options[option] = setting
         merged["options"] = options
     return merged
+
+
+def _timed(schedule: Any) -> bool:
+    """Return whether ``schedule`` is a marker string with a catch-up window or a jitter."""
+    if not isinstance(schedule, str) or not is_marker(schedule):
+        return False
+    try:
+        bounds = split_bounds(schedule)[1]
+    except AwaBeatError:
+        return False
+    return bounds.window is not None or bounds.jitter is not None
