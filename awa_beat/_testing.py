@@ -31,6 +31,7 @@ from ._db.batches import SyncBatch
 from ._db.database import Database
 from ._db.records import (
     RETIRED_BY,
+    WINDOW_SKIPPED,
     Contact,
     CronRow,
     CronState,
@@ -325,6 +326,11 @@ class MemoryStore:
         self.runtime: set[str] = set()
         """Names written at run time: sync leaves them alone."""
         self.jobs: list[FiredJob] = []
+        self.run_ats: dict[int, datetime] = {}
+        """The run time of each job that a jitter put off (by job id), as ``run_at``."""
+        self.occurrences: list[tuple[str, str, datetime, datetime, int, str]] = []
+        """The catch-up window's skips, as ``awa_beat.occurrences`` rows: (schedule,
+        kind, fire_time, last_fire_time, count, reason)."""
         self.heartbeats: dict[str, dict[str, Any]] = {}
         self.down: str | None = None
         self.opened = self.migrated = False
@@ -443,7 +449,9 @@ class _MemoryEvaluator:
         request (``runs=`` in the row's marker) fires at most the runs left in
         :attr:`MemoryStore.runs`, and the fire that uses up the last one retires the row
         (paused, :attr:`MemoryStore.paused_by` :data:`~.markers.RETIRED_BY`), as the
-        statement does."""
+        statement does. The fires a catch-up window passed over are recorded in
+        :attr:`MemoryStore.occurrences` (the request may have no fire time then), and a
+        jittered job's run time in :attr:`MemoryStore.run_ats`."""
         self.store._call("fire")
         result = FireResult()
         now = self.store.clock()
@@ -451,12 +459,14 @@ class _MemoryEvaluator:
         for request in requests:
             row = self.store.rows.get(request.name)
             if (row is None or row.paused_at is not None
-                    or row.last_enqueued_at != request.expected or not request.fire_times):
+                    or row.last_enqueued_at != request.expected
+                    or not (request.fire_times or request.windowed)):
                 continue
-            if request.fire_times[-1] > horizon:  # as the statement refuses a fast clock
+            if request.cursor > horizon:  # as the statement refuses a fast clock
                 result.ahead.append(request.name)
                 continue
             times = list(request.fire_times)
+            run_ats = dict(zip(times, request.run_ats or (), strict=False))
             limit = max_runs(row.cron_expr) if request.limited else None
             retire = False
             if limit is not None:
@@ -468,13 +478,22 @@ class _MemoryEvaluator:
                     runs[request.name] = runs.get(request.name, 0) + len(times)
             if retire:
                 self.store.paused_by[request.name] = RETIRED_BY
+            cursor = times[-1] if times else (
+                request.cursor if not request.fire_times else row.last_enqueued_at)
             self.store.rows[request.name] = dataclasses.replace(
-                row, last_enqueued_at=times[-1] if times else row.last_enqueued_at,
+                row, last_enqueued_at=cursor,
                 paused_at=now if retire else row.paused_at, updated_at=now)
             for t in times:
                 job = FiredJob(len(self.store.jobs) + 1, request.name, _stored_text(t), now)
                 self.store.jobs.append(job)
                 result.jobs.append(job)
+                if run_ats.get(t) is not None:
+                    self.store.run_ats[job.job_id] = run_ats[t]
+            w = request.windowed
+            if w is not None:
+                self.store.occurrences.append((request.name, "skipped", w.first, w.last,
+                                               w.count, w.reason))
+                result.windowed.append(FiredJob(0, request.name, WINDOW_SKIPPED, now))
         return result
 
 

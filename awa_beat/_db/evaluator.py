@@ -24,6 +24,7 @@ from ..errors import DatabaseUnavailable, first_line
 from .database import one_row, wrap_errors
 from .records import (
     RETIRED_BY,
+    WINDOW_SKIPPED,
     CronRow,
     CronState,
     FiredJob,
@@ -189,14 +190,20 @@ class EvaluatorStore:
         own so that one bad row cannot stop the others.
         """
         result = FireResult()
-        requests = [r for r in requests if r.fire_times]
+        requests = [r for r in requests if r.fire_times or r.windowed is not None]
         if not requests:
             return result
         try:
             fired = self._fire_batch(requests)
-            result.jobs = [j for j in fired if j.job_id]
-            result.skipped = [j for j in fired if not j.job_id and j.fire_time]
-            result.ahead = [j.name for j in fired if not j.fire_time]
+            for j in fired:
+                if j.job_id:
+                    result.jobs.append(j)
+                elif not j.fire_time:
+                    result.ahead.append(j.name)
+                elif j.fire_time == WINDOW_SKIPPED:
+                    result.windowed.append(j)
+                else:
+                    result.skipped.append(j)
         except psycopg.OperationalError as exc:
             raise DatabaseUnavailable(f"firing failed: {first_line(exc)}") from exc
         except psycopg.Error as exc:
@@ -208,6 +215,7 @@ class EvaluatorStore:
                 result.jobs += single.jobs
                 result.skipped += single.skipped
                 result.ahead += single.ahead
+                result.windowed += single.windowed
                 result.failed.update(single.failed)
         return result
 
@@ -224,10 +232,18 @@ def fire_params(requests: Sequence[FireRequest],
     """Bind parameters of the fire statement: parallel arrays, one round trip in all;
     no fire is dated later than the database's now() plus ``clock_tolerance`` seconds."""
     coalesced = [(r.name, r.coalesced) for r in requests if r.coalesced is not None]
+    windowed = [(r.name, r.windowed) for r in requests if r.windowed is not None]
+    # Nearly every batch has no jitter: its run times are then one NULL, which the
+    # statement pads, rather than an array as long as the fires.
+    run_ats: list[datetime | None] | None = None
+    if any(r.run_ats is not None for r in requests):
+        run_ats = [t for r in requests
+                   for t in (r.run_ats if r.run_ats is not None
+                             else [None] * len(r.fire_times))]
     return {
         "names": [r.name for r in requests],
         "expected": [r.expected for r in requests],
-        "cursors": [r.fire_times[-1] for r in requests],
+        "cursors": [r.cursor for r in requests],
         "counts": [len(r.fire_times) for r in requests],
         "fire_names": [r.name for r in requests for _ in r.fire_times],
         "fire_times": [t for r in requests for t in r.fire_times],
@@ -238,5 +254,11 @@ def fire_params(requests: Sequence[FireRequest],
         "coalesced_first": [c.first for _, c in coalesced],
         "coalesced_last": [c.last for _, c in coalesced],
         "coalesced_counts": [c.count for _, c in coalesced],
+        "fire_run_ats": run_ats,
+        "window_names": [name for name, _ in windowed],
+        "window_first": [w.first for _, w in windowed],
+        "window_last": [w.last for _, w in windowed],
+        "window_counts": [w.count for _, w in windowed],
+        "window_reasons": [w.reason for _, w in windowed],
         "clock_tolerance": float(clock_tolerance),
     }

@@ -65,6 +65,22 @@ class FireRequest:
     runs and fires no more than are left."""
     coalesced: Coalesced | None = None
     """The fires a coalesce left out before ``fire_times``, recorded with the fire."""
+    windowed: Windowed | None = None
+    """The fires older than the schedule's catch-up window, not fired: recorded with the
+    fire as one skipped occurrence, the cursor moved past them. With it,
+    ``fire_times`` may be empty."""
+    run_ats: Sequence[datetime] | None = None
+    """With a jitter, when each fire's job is to run (the fire time plus its delay), in
+    the order of ``fire_times``; None without one."""
+
+    @property
+    def cursor(self) -> datetime:
+        """Where the cursor moves: the last fire time, or, when every due fire was older
+        than the window, the last of those."""
+        if self.fire_times:
+            return self.fire_times[-1]
+        assert self.windowed is not None, "a fire request with no fire time and no skip"
+        return self.windowed.last
 
 
 @dataclass(frozen=True)
@@ -76,6 +92,33 @@ class Coalesced:
     last: datetime
     count: int
     capped: bool = False
+
+
+@dataclass(frozen=True)
+class Windowed:
+    """Fire times older than a schedule's catch-up window (``window`` seconds), skipped:
+    the first and last of them, and how many (counted up to a limit: ``capped`` when
+    there were more)."""
+
+    first: datetime
+    last: datetime
+    count: int
+    window: float
+    capped: bool = False
+
+    @property
+    def reason(self) -> str:
+        """The occurrence's reason, as history shows it; it starts "catch-up window"."""
+        count = f"at least {self.count}" if self.capped else str(self.count)
+        fires = "fire time" if self.count == 1 and not self.capped else "fire times"
+        window = f"{self.window:g}"
+        return (f"catch-up window: {count} missed {fires} older than the {window} s "
+                "window, not fired")
+
+
+#: The fire time the fire statement gives back, with no job id, for a schedule whose
+#: catch-up window skip it recorded (:attr:`FireResult.windowed`).
+WINDOW_SKIPPED = "window"
 
 
 @dataclass(frozen=True)
@@ -99,6 +142,9 @@ class FireResult:
     ahead: list[str] = field(default_factory=list)
     """Schedules not fired because their fire time is later than the database's clock
     plus the tolerance: this host's clock runs ahead of the database's."""
+    windowed: list[FiredJob] = field(default_factory=list)
+    """Schedules whose fires older than the catch-up window were recorded as skipped
+    (their cursor moved): ``job_id`` is 0 and ``fire_time`` is :data:`WINDOW_SKIPPED`."""
 
 
 @dataclass(frozen=True)

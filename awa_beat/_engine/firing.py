@@ -8,6 +8,17 @@ reading this module alone:
   missed fire time and records how many it passed over (:func:`left_out`); ``catch_up``
   fires every missed one in order, at most ``catch_up_limit`` per schedule and pass, and
   the rest on the next passes.
+* A schedule with a catch-up window (``window=`` in its marker, read from its calendar)
+  does not fire a fire time older than the window when the engine gets to it (after
+  downtime, a pause or a failover): :func:`windowed` passes over those, and the fire
+  statement records them as one skipped occurrence and moves the cursor past them.
+  Under ``catch_up`` the rest fire in order; under ``coalesce`` the latest fires if it
+  is inside the window (the older ones are coalesced, as without one), else nothing
+  fires. Without a window, Awa's rules stand.
+* A schedule with a jitter (``jitter=``) fires at its nominal fire time, but each job
+  is to run at the fire time plus a delay that is a function of the schedule's name and
+  the fire time (:func:`~awa_beat._schedules.fire_times.run_times`), never at or past
+  the next fire time. The fire time on the job stays the nominal one.
 * A burst is fired in statements that grow from FIRST_FIRE_BATCH schedules up to
   FIRE_BATCH, so that the bridge publishes the first jobs while the rest are fired.
 * A schedule with a run limit is read back after its fire, because the statement may
@@ -29,9 +40,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from .._db.records import Coalesced, CronState, FireRequest, FireResult
+from .._db.records import Coalesced, CronState, FireRequest, FireResult, Windowed
 from .._logs import event
-from .._schedules.fire_times import Calendar, due_fires, fires_between, next_fire_after
+from .._schedules.fire_times import (
+    Calendar,
+    catch_up_window,
+    due_fires,
+    fires_between,
+    jitter_of,
+    next_fire_after,
+    run_times,
+)
 from .._schedules.markers import max_runs
 from ..errors import StoreError
 from .problems import RETRY_DELAY, Problems
@@ -56,8 +75,9 @@ COALESCED_COUNT_LIMIT = 10000
 #: was paused, edited or removed meanwhile), the row is invalid, the database refused it
 #: (it is retried a second later), its last run had not finished (``overlap: skip``), or
 #: its fire time is ahead of the database's clock (this host's clock is fast, and it is
-#: retried).
-SKIP_REASONS: tuple[str, ...] = ("concurrent", "invalid", "failed", "overlap", "clock_ahead")
+#: retried), or it was older than the schedule's catch-up window.
+SKIP_REASONS: tuple[str, ...] = ("concurrent", "invalid", "failed", "overlap", "clock_ahead",
+                                 "window")
 #: The outcome of a schedule's last fire, as beat saw it.
 OUTCOMES = ("fired", *SKIP_REASONS)
 
@@ -137,7 +157,10 @@ class Firing:
                     self.table.schedule(rows[request.name], at=now_epoch + RETRY_DELAY)
                     self.retrying.add(request.name)
                 raise
-            self.last_lag = now_epoch - max(r.fire_times[-1].timestamp() for r in requests)
+            latest = max((r.fire_times[-1].timestamp() for r in requests if r.fire_times),
+                         default=None)
+            if latest is not None:
+                self.last_lag = now_epoch - latest
             self._apply(requests, result, now_epoch, rows)
         if self.on_fired is not None and result.jobs:
             self.on_fired(result)
@@ -153,7 +176,7 @@ class Firing:
         # burst (every tenant at midnight) that is most of a batch, so each is worked out
         # once. The calendar is keyed by identity, because the rows hold it for the whole
         # call.
-        fires_of: dict[tuple[Any, ...], list[datetime]] = {}
+        fires_of: dict[tuple[Any, ...], tuple[list[datetime], Windowed | None, bool]] = {}
         limit = min(FIRE_BATCH, self._full * FIRE_RAMP if self._full else FIRST_FIRE_BATCH)
         while len(requests) < limit:
             item = self.table.pop_due(now_epoch)
@@ -165,23 +188,31 @@ class Firing:
             last = row.last_enqueued_at
             policy = row.missed_fire_policy
             key = (id(calendar), last, row.created_at if last is None else None, policy)
-            fires = fires_of.get(key)
-            if fires is None:
-                fires = fires_of[key] = due_fires(
-                    calendar, last_enqueued_at=last, created_at=row.created_at,
-                    now=now, policy=policy, limit=self.catch_up_limit)
-            if not fires:
+            found = fires_of.get(key)
+            if found is None:
+                window = catch_up_window(calendar)
+                if window is not None and last is not None:
+                    fires, skipped = windowed(calendar, last, row.created_at, now, policy,
+                                              window, self.catch_up_limit)
+                else:
+                    fires, skipped = due_fires(
+                        calendar, last_enqueued_at=last, created_at=row.created_at, now=now,
+                        policy=policy, limit=self.catch_up_limit), None
+                found = fires_of[key] = (fires, skipped, jitter_of(calendar) is not None)
+            fires, skipped, jittered = found
+            if not fires and skipped is None:
                 self.table.schedule(row)
                 continue
             coalesced = None
-            if (policy == "coalesce" and last is not None
+            if (fires and policy == "coalesce" and last is not None
                     and (fires[-1].timestamp() > due or row.name in self.retrying)):
                 # Fire times may have been missed only when the first due one is earlier,
                 # or when an error put the fire off.
                 coalesced = left_out(calendar, row, fires)
-            requests.append(FireRequest(row.name, last, fires,
-                                        limited=max_runs(row.cron_expr) is not None,
-                                        coalesced=coalesced))
+            requests.append(FireRequest(
+                row.name, last, fires, limited=max_runs(row.cron_expr) is not None,
+                coalesced=coalesced, windowed=skipped,
+                run_ats=run_times(row.name, calendar, fires) if jittered else None))
             rows[row.name] = row
         self._full = limit if len(requests) >= limit else 0
         return requests, rows
@@ -189,7 +220,8 @@ class Firing:
     def _apply(self, requests: list[FireRequest], result: FireResult, now_epoch: float,
                rows: dict[str, Row]) -> None:
         """Apply what the fire statement did to each row it was asked to fire."""
-        fired = {job.name: job.updated_at for job in [*result.jobs, *result.skipped]}
+        fired = {job.name: job.updated_at
+                 for job in [*result.jobs, *result.skipped, *result.windowed]}
         stats = self.stats
         overlapped: dict[str, int] = {}
         for job in result.skipped:
@@ -215,8 +247,11 @@ class Firing:
                 skips = overlapped.get(request.name, 0)
                 if skips:
                     stats.skipped["overlap"] += skips
-                self._outcome(request.name, "overlap" if skips == len(request.fire_times)
-                              else "fired")
+                if request.windowed is not None:
+                    stats.skipped["window"] += request.windowed.count
+                    self._window_skipped(request.name, request.windowed)
+                self._outcome(request.name, "window" if not request.fire_times else
+                              "overlap" if skips == len(request.fire_times) else "fired")
                 if request.coalesced is not None:
                     stats.coalesced += request.coalesced.count
                 if request.limited:
@@ -227,7 +262,7 @@ class Firing:
                 self._note_catch_up_limit(request)
                 # The row is held as it now reads, so that the next refresh finds nothing
                 # new in it.
-                row.last_enqueued_at = request.fire_times[-1]
+                row.last_enqueued_at = request.cursor
                 row.updated_at = fired[request.name] or row.updated_at
                 self.table.schedule(row)
             elif request.name in result.failed:
@@ -288,6 +323,15 @@ class Firing:
               "later than its clock plus awa_beat_clock_tolerance (this host's clock is "
               "fast)", count, schedules=count)
 
+    @staticmethod
+    def _window_skipped(name: str, skipped: Windowed) -> None:
+        event(logger, logging.INFO, "fire.window",
+              "beat: skipped %s fire time(s) of %s from %s to %s: older than its catch-up "
+              "window of %g s", skipped.count, name, skipped.first.isoformat(),
+              skipped.last.isoformat(), skipped.window, schedule=name,
+              first=skipped.first.isoformat(), last=skipped.last.isoformat(),
+              count=skipped.count)
+
     def _skipped(self, request: FireRequest, reason: str) -> None:
         self.stats.skipped[reason] += len(request.fire_times)
         self._outcome(request.name, reason)
@@ -312,3 +356,45 @@ def left_out(calendar: Calendar, row: Row | CronState, fires: Sequence[datetime]
         return None
     return Coalesced(missed[0], missed[-1], len(missed),
                      capped=len(missed) >= COALESCED_COUNT_LIMIT)
+
+
+def windowed(calendar: Calendar, last: datetime, created_at: datetime, now: datetime,
+             policy: str, window: float, limit: int,
+             ) -> tuple[list[datetime], Windowed | None]:
+    """Return the fires due at ``now`` for a row whose cursor is ``last`` and whose
+    calendar has a catch-up window of ``window`` seconds, and the fire times passed over
+    as older than it (``now - window``), or None when none is.
+
+    Under ``catch_up``, the fires from the window's start on fire in order (at most
+    ``limit``). Under ``coalesce``, the latest fire fires if it is inside the window,
+    the older ones left to :func:`left_out` as without a window; if it is outside, none
+    fires and all are passed over. A fire exactly ``window`` seconds old still fires."""
+    cutoff = now - timedelta(seconds=window)
+    first = next_fire_after(calendar, last)
+    if first is None or first >= cutoff:
+        return due_fires(calendar, last_enqueued_at=last, created_at=created_at, now=now,
+                         policy=policy, limit=limit), None
+    if policy == "coalesce":
+        fires = due_fires(calendar, last_enqueued_at=last, created_at=created_at, now=now,
+                          policy=policy, limit=limit)
+        if fires and fires[-1] >= cutoff:
+            return fires, None
+        return [], _passed_over(calendar, last, first, fires[-1] if fires else first,
+                                window)
+    # Fires are whole seconds, so the latest one older than the window is the latest at
+    # or before the microsecond before the cutoff: a coalesce's search finds it without
+    # stepping through every fire in between.
+    older = due_fires(calendar, last_enqueued_at=last, created_at=created_at,
+                      now=cutoff - timedelta(microseconds=1), policy="coalesce")
+    latest_old = older[-1] if older else first
+    fires = due_fires(calendar, last_enqueued_at=latest_old, created_at=created_at, now=now,
+                      policy=policy, limit=limit)
+    return fires, _passed_over(calendar, last, first, latest_old, window)
+
+
+def _passed_over(calendar: Calendar, last: datetime, first: datetime, latest: datetime,
+                 window: float) -> Windowed:
+    """The fire times in ``(last, latest]`` (``first`` is the first of them), counted up
+    to COALESCED_COUNT_LIMIT."""
+    count = len(fires_between(calendar, last, latest, COALESCED_COUNT_LIMIT))
+    return Windowed(first, latest, count, window, capped=count >= COALESCED_COUNT_LIMIT)

@@ -23,9 +23,10 @@ rrule, any bounded schedule) have markers and calendars of their own in
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import date, datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
+from hashlib import blake2b
 from typing import Protocol, runtime_checkable
 
 from awa_beat._schedules.cron import CronExpression, load_timezone, local_seconds
@@ -45,9 +46,11 @@ __all__ = [
     "every_seconds",
     "fires_between",
     "interval_expression",
+    "jitter_delay",
     "jitter_of",
     "next_epoch_from",
     "next_fire_after",
+    "run_times",
 ]
 
 #: Awa's ``CRON_CATCH_UP_LIMIT``: at most this many catch-up fires per schedule per pass.
@@ -397,6 +400,39 @@ def catch_up_window(calendar: Calendar) -> float | None:
 def jitter_of(calendar: Calendar) -> float | None:
     """The jitter (seconds) that the calendar's marker carries, or None."""
     return getattr(calendar, "jitter", None)
+
+
+def jitter_delay(name: str, fire_epoch: int, jitter: float, next_epoch: int | None) -> int:
+    """The delay, in microseconds, after which the job of ``name``'s fire at epoch second
+    ``fire_epoch`` runs, under a jitter of ``jitter`` seconds.
+
+    It is a function of the schedule's name and the fire time alone (a BLAKE2b hash of
+    both taken as a fraction in [0, 1)), so every replica computes the same, and it is
+    that fraction of ``jitter``, or of the seconds to the next fire time ``next_epoch``
+    when that is sooner, so a job never runs at or past the next fire time. The
+    arithmetic is on integers, so the bound holds exactly."""
+    digest = blake2b(f"{name}\x00{fire_epoch}".encode("utf-8", "surrogatepass"),
+                     digest_size=8).digest()
+    fraction = int.from_bytes(digest, "big") >> 11  # 53 bits: below 2**53
+    span = round(jitter * 1_000_000)
+    if next_epoch is not None:
+        span = min(span, (next_epoch - fire_epoch) * 1_000_000)
+    return (fraction * max(span, 0)) >> 53
+
+
+def run_times(name: str, calendar: Calendar, fires: Sequence[datetime]
+              ) -> list[datetime] | None:
+    """When the jobs of ``fires`` run under the calendar's jitter (:func:`jitter_delay`):
+    each fire time plus its delay; None when the calendar has no jitter."""
+    jitter = getattr(calendar, "jitter", None)
+    if jitter is None:
+        return None
+    out = []
+    for fire in fires:
+        epoch = _epoch_seconds(fire)
+        delay = jitter_delay(name, epoch, jitter, next_epoch_from(calendar, epoch, after=True))
+        out.append(fire + timedelta(microseconds=delay))
+    return out
 
 
 #: Distinct (expression, zone) pairs whose calendar is kept. The engine keeps its own

@@ -9,8 +9,9 @@ the one place that knows how each store is written to. Where the two disagree, t
 is the reference: MemoryStore is fixed to match it.
 
 What MemoryStore does not model is left out: the job columns Awa's limits check, the
-overlap policy (it reads the job's metadata and outcomes), and the records a fire leaves
-besides its jobs (coalesced and skipped occurrences).
+overlap policy (it reads the job's metadata and outcomes), the records a fire leaves
+besides its jobs (coalesced and overlap's skipped occurrences) and the states of jobs.
+The catch-up window's skipped occurrence and a jittered job's run time are modelled.
 """
 
 from __future__ import annotations
@@ -25,7 +26,14 @@ import pytest
 
 from awa_beat._db.batches import SyncBatch
 from awa_beat._db.database import Database
-from awa_beat._db.records import RETIRED_BY, Coalesced, CronState, FireRequest, SyncResult
+from awa_beat._db.records import (
+    RETIRED_BY,
+    Coalesced,
+    CronState,
+    FireRequest,
+    SyncResult,
+    Windowed,
+)
 from awa_beat._testing import MemoryStore, TempDatabases
 
 pytestmark = pytest.mark.integration
@@ -98,6 +106,19 @@ class Subject:
     def paused_by(self, name: str) -> str | None:
         raise NotImplementedError
 
+    def occurrences(self, name: str) -> list[tuple[Any, ...]]:
+        """The skipped occurrences recorded for ``name``: (kind, fire_time,
+        last_fire_time, count, reason)."""
+        raise NotImplementedError
+
+    def run_ats(self, name: str) -> list[datetime]:
+        """When each of ``name``'s jobs is to run, in order."""
+        raise NotImplementedError
+
+    def states(self, name: str) -> list[str] | None:
+        """The states of ``name``'s jobs, or None where they are not modelled."""
+        return None
+
     def row(self, name: str) -> Any:
         """The row as the evaluator reads it."""
         found = self.evaluator.cron_states_by_name([name])
@@ -142,6 +163,13 @@ class InMemory(Subject):
 
     def paused_by(self, name: str) -> str | None:
         return self.store.paused_by.get(name)
+
+    def occurrences(self, name: str) -> list[tuple[Any, ...]]:
+        return [o[1:] for o in self.store.occurrences if o[0] == name]
+
+    def run_ats(self, name: str) -> list[datetime]:
+        return [self.store.run_ats.get(j.job_id, j.updated_at)
+                for j in self.store.jobs if j.name == name]
 
 
 class InPostgres(Subject):
@@ -198,6 +226,22 @@ class InPostgres(Subject):
 
     def paused_by(self, name: str) -> str | None:
         return self.store.schedules.get(name).paused_by
+
+    def occurrences(self, name: str) -> list[tuple[Any, ...]]:
+        return [tuple(r) for r in self.conn.execute(
+            "SELECT kind, fire_time, last_fire_time, count, reason"
+            " FROM awa_beat.occurrences WHERE schedule = %s ORDER BY id", (name,))]
+
+    def _jobs(self, name: str, column: str) -> list[Any]:
+        return [r[0] for r in self.conn.execute(
+            psycopg.sql.SQL("SELECT {} FROM awa.jobs WHERE metadata ->> 'cron_name' = %s"
+                            " ORDER BY id").format(psycopg.sql.SQL(column)), (name,))]
+
+    def run_ats(self, name: str) -> list[datetime]:
+        return self._jobs(name, "run_at")
+
+    def states(self, name: str) -> list[str] | None:
+        return self._jobs(name, "state::text")
 
 
 @pytest.fixture(params=SUBJECTS)
@@ -448,6 +492,57 @@ def test_a_request_marked_limited_fires_every_time_when_its_row_has_no_run_limit
     times = [start + timedelta(minutes=k) for k in (1, 2, 3)]
     result = subject.evaluator.fire([FireRequest("a", start, times, limited=True)])
     assert len(result.jobs) == 3 and subject.row("a").paused_at is None
+
+
+def test_fires_older_than_the_window_are_recorded_skipped_and_passed_by_the_cursor(
+        subject: Subject) -> None:
+    start = minute(subject, 10)
+    subject.put("a", cursor=start, missed_fire_policy="catch_up")
+    subject.put("b", cursor=start, missed_fire_policy="catch_up")
+    old = Windowed(start + timedelta(minutes=1), start + timedelta(minutes=7), 7, 180.0)
+    times = [start + timedelta(minutes=k) for k in (8, 9)]
+    result = subject.evaluator.fire([FireRequest("a", start, times, windowed=old),
+                                     FireRequest("b", start, [], windowed=old)])
+    # A schedule with nothing left to fire moves its cursor past the skipped ones alone.
+    assert sorted(j.name for j in result.windowed) == ["a", "b"]
+    assert [j.name for j in result.jobs] == ["a", "a"] and result.skipped == []
+    assert subject.fired("a") == [stored_text(t) for t in times] and subject.fired("b") == []
+    assert subject.row("a").last_enqueued_at == times[-1]
+    assert subject.row("b").last_enqueued_at == old.last
+    expected = ("skipped", old.first, old.last, 7, old.reason)
+    assert subject.occurrences("a") == subject.occurrences("b") == [expected]
+    assert old.reason.startswith("catch-up window")
+
+
+def test_a_window_skip_whose_cursor_moved_meanwhile_records_nothing(subject: Subject) -> None:
+    start = minute(subject, 10)
+    subject.put("a", cursor=start)
+    old = Windowed(start - timedelta(minutes=5), start - timedelta(minutes=1), 5, 60.0)
+    result = subject.evaluator.fire([FireRequest("a", start - timedelta(minutes=6), [],
+                                                 windowed=old)])
+    assert result.windowed == [] and subject.occurrences("a") == []
+    assert subject.row("a").last_enqueued_at == start
+
+
+def test_a_jittered_job_runs_at_its_run_time_and_keeps_its_fire_time(
+        subject: Subject) -> None:
+    start = minute(subject, 3)
+    subject.put("a", cursor=start, missed_fire_policy="catch_up")
+    subject.put("b", cursor=start)
+    times = [start + timedelta(minutes=1), start + timedelta(minutes=2)]
+    later = subject.now() + timedelta(minutes=30)
+    runs = [times[0] + timedelta(seconds=7, microseconds=250), later]
+    result = subject.evaluator.fire([FireRequest("a", start, times, run_ats=runs),
+                                     FireRequest("b", start, times[:1])])
+    assert len(result.jobs) == 3
+    assert subject.fired("a") == [stored_text(t) for t in times]
+    assert subject.run_ats("a") == runs
+    [plain] = subject.run_ats("b")
+    assert plain <= subject.now() + timedelta(seconds=1)
+    states = subject.states("a")
+    if states is not None:  # A job not yet due waits; one already due is available.
+        assert states == ["available", "scheduled"]
+        assert subject.states("b") == ["available"]
 
 
 # -- syncing a configuration -------------------------------------------------------------------

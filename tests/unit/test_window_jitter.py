@@ -6,10 +6,19 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from awa_beat._engine.engine import Engine
 from awa_beat._schedules.calendars import at
 from awa_beat._schedules.describe import describe
-from awa_beat._schedules.fire_times import calendar_for, catch_up_window, jitter_of
+from awa_beat._schedules.fire_times import (
+    calendar_for,
+    catch_up_window,
+    jitter_delay,
+    jitter_of,
+    run_times,
+)
 from awa_beat._schedules.markers import (
     Bounds,
     max_runs,
@@ -19,9 +28,11 @@ from awa_beat._schedules.markers import (
 )
 from awa_beat._schedules.spec import spec_from_entry
 from awa_beat._schedules.stored_entries import bound_options, merge_entry, split_schedule
+from awa_beat._testing import FakeClock, MemoryStore
 from awa_beat.errors import InvalidCronExpression, ScheduleError, ValidationError
 
 UTC = timezone.utc
+T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 
 
 def entry(schedule: object = 3600, **awa: object) -> dict[str, object]:
@@ -157,3 +168,144 @@ def test_bounds_hold_the_values_checked() -> None:
     with pytest.raises(ScheduleError, match="window"):
         Bounds(window=0)
     assert not Bounds() and Bounds(jitter=1)
+
+
+# -- the delay -------------------------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(min_size=1, max_size=30), st.integers(0, 2**33),
+       st.floats(0.001, 10**6, allow_nan=False), st.one_of(st.none(), st.integers(1, 10**6)))
+def test_the_delay_is_deterministic_bounded_and_never_reaches_the_next_fire(
+        name: str, fire: int, jitter: float, gap: int | None) -> None:
+    jitter = round(jitter, 3)
+    nxt = None if gap is None else fire + gap
+    delay = jitter_delay(name, fire, jitter, nxt)
+    assert delay == jitter_delay(name, fire, jitter, nxt)  # every replica computes this
+    assert 0 <= delay < round(jitter * 1_000_000)
+    if nxt is not None:
+        assert delay < gap * 1_000_000  # type: ignore[operator]
+
+
+def test_the_delay_spreads_names_and_fires_over_the_jitter() -> None:
+    delays = [jitter_delay(f"tenant-{i}", 1_800_000_000, 60.0, None) for i in range(1000)]
+    assert len(set(delays)) > 990
+    # Spread over the whole minute, not bunched: each tenth of it holds some.
+    tenths = {d * 10 // 60_000_000 for d in delays}
+    assert tenths == set(range(10))
+    assert jitter_delay("a", 1, 60.0, None) != jitter_delay("a", 2, 60.0, None)
+
+
+def test_run_times_are_the_fire_plus_its_delay_capped_by_the_next_fire() -> None:
+    calendar = calendar_for("@cron * * * * * * | jitter=3600", "UTC")  # every second
+    fires = [T0 + timedelta(seconds=s) for s in range(50)]
+    runs = run_times("x", calendar, fires)
+    assert runs is not None
+    for fire, run in zip(fires, runs, strict=True):
+        assert fire <= run < fire + timedelta(seconds=1)
+    assert run_times("x", calendar_for("* * * * * *", "UTC"), fires) is None
+
+
+# -- the firing rules, on the in-memory store ------------------------------------------------
+
+
+def _down(expr: str, policy: str, *, hours: float = 2) -> tuple[FakeClock, MemoryStore, Engine]:
+    """A schedule whose beat was down for ``hours`` from T0 (its cursor at T0)."""
+    clock = FakeClock(T0)
+    store = MemoryStore(clock)
+    store.add("s", expr, last_enqueued_at=T0, missed_fire_policy=policy)
+    engine = Engine(store.evaluator, clock=clock)
+    engine.load()
+    clock.advance(hours=hours)
+    return clock, store, engine
+
+
+def test_catch_up_fires_only_inside_the_window_and_records_the_older_ones_skipped() -> None:
+    # Every 10 minutes, down two hours: 12 fires due, a 25-minute window keeps 3.
+    _clock, store, engine = _down("@cron */10 * * * * | window=1500", "catch_up")
+    engine.run_pass()
+    assert store.fired("s") == ["2026-03-02 13:40:00+00", "2026-03-02 13:50:00+00",
+                                "2026-03-02 14:00:00+00"]
+    [(name, kind, first, last, count, reason)] = store.occurrences
+    assert (name, kind, count) == ("s", "skipped", 9)
+    assert (first, last) == (T0 + timedelta(minutes=10), T0 + timedelta(minutes=90))
+    assert reason.startswith("catch-up window")
+    assert store.rows["s"].last_enqueued_at == T0 + timedelta(hours=2)
+    assert engine.stats.skipped["window"] == 9
+    engine.run_pass()
+    assert len(store.occurrences) == 1 and len(store.fired("s")) == 3
+
+
+def test_coalesce_fires_the_latest_inside_the_window() -> None:
+    clock, store, engine = _down("@cron */10 * * * * | window=300", "coalesce")
+    clock.advance(minutes=1)  # The latest (14:00) is a minute old: inside 5 minutes.
+    engine.run_pass()
+    assert store.fired("s") == ["2026-03-02 14:00:00+00"]
+    assert store.occurrences == [] and engine.stats.skipped["window"] == 0
+    assert engine.stats.coalesced == 11  # The older ones coalesced, as without a window.
+
+
+def test_coalesce_fires_nothing_when_the_latest_is_outside_the_window() -> None:
+    clock, store, engine = _down("@cron */10 * * * * | window=300", "coalesce")
+    clock.advance(minutes=6)  # The latest (14:00) is six minutes old.
+    engine.run_pass()
+    assert store.fired("s") == []
+    [(_, kind, first, last, count, _)] = store.occurrences
+    assert (kind, count) == ("skipped", 12)
+    assert (first, last) == (T0 + timedelta(minutes=10), T0 + timedelta(hours=2))
+    assert store.rows["s"].last_enqueued_at == T0 + timedelta(hours=2)
+    assert engine.stats.skipped["window"] == 12
+    clock.advance(minutes=4)  # 14:10 fires on time.
+    engine.run_pass()
+    assert store.fired("s") == ["2026-03-02 14:10:00+00"] and len(store.occurrences) == 1
+
+
+def test_a_fire_exactly_as_old_as_the_window_still_fires() -> None:
+    _clock, store, engine = _down("@cron */10 * * * * | window=600", "catch_up", hours=1)
+    engine.run_pass()
+    assert store.fired("s") == ["2026-03-02 12:50:00+00", "2026-03-02 13:00:00+00"]
+    _clock, store, engine = _down("@cron */10 * * * * | window=600", "catch_up", hours=1 / 3)
+    engine.run_pass()
+    assert store.fired("s") == ["2026-03-02 12:10:00+00", "2026-03-02 12:20:00+00"]
+    assert store.occurrences == []
+
+
+def test_without_a_window_awa_rules_stand() -> None:
+    _clock, store, engine = _down("*/10 * * * *", "catch_up")
+    engine.run_pass()
+    assert len(store.fired("s")) == 12 and store.occurrences == []
+
+
+def test_a_fire_on_time_is_not_held_to_the_window() -> None:
+    clock, store, engine = _down("@cron */10 * * * * | window=1", "catch_up", hours=0)
+    for _ in range(3):
+        clock.advance(minutes=10)
+        engine.run_pass()
+    assert len(store.fired("s")) == 3 and store.occurrences == []
+
+
+def test_jitter_puts_each_job_off_by_its_delay_and_keeps_the_fire_time() -> None:
+    clock = FakeClock(T0)
+    store = MemoryStore(clock)
+    for i in range(20):
+        store.add(f"t{i}", "@cron 0 * * * * | jitter=60", last_enqueued_at=T0)
+    engine = Engine(store.evaluator, clock=clock)
+    engine.load()
+    clock.advance(hours=1)
+    engine.run_pass()
+    fire = T0 + timedelta(hours=1)
+    assert len(store.jobs) == 20
+    assert {j.fire_time for j in store.jobs} == {"2026-03-02 13:00:00+00"}
+    runs = {j.name: store.run_ats[j.job_id] for j in store.jobs}
+    for name, run in runs.items():
+        assert run == fire + timedelta(microseconds=jitter_delay(
+            name, int(fire.timestamp()), 60.0, int(fire.timestamp()) + 3600))
+    assert len(set(runs.values())) == 20
+
+
+def test_marker_window_and_engine_agree_with_the_spec_option() -> None:
+    spec = spec_from_entry("a", entry("*/10 * * * *", catch_up_window=1500))
+    assert isinstance(spec.cron_expr, str)
+    _clock, store, engine = _down(spec.cron_expr, "catch_up")
+    engine.run_pass()
+    assert len(store.fired("s")) == 3

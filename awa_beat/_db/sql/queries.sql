@@ -230,14 +230,20 @@ last_enqueued_at = CASE
 -- (every Awa row) skip them. A schedule whose newest fire time is later than now() plus
 -- the clock tolerance (seconds) is not fired: it comes back with neither job id nor fire time.
 -- The two layouts differ only in how the jobs are inserted (insert_fired_jobs).
+-- Catch-up window: a schedule's fire times older than its window are not in `fires`;
+-- they come as one `passed_over` row, recorded as a skipped occurrence once the CAS
+-- holds (they may be all the schedule has due: then n is 0 and the cursor moves to the
+-- last of them), and the schedule comes back with no job id and the fire time 'window'.
+-- Jitter: the fires' run times are one NULL unless a fire of the batch has a jitter
+-- (unnest pads them with NULLs), else each fire's run time or NULL.
 WITH due AS (
     SELECT * FROM unnest(%(names)b::text[], %(expected)b::timestamptz[],
                          %(cursors)b::timestamptz[], %(counts)b::int[])
                   AS d(name, expected, cursor, n)
 ), fires AS (
     SELECT * FROM unnest(%(fire_names)b::text[], %(fire_times)b::timestamptz[],
-                         %(fire_seqs)b::int[])
-                  WITH ORDINALITY AS f(name, fire_time, seq, ord)
+                         %(fire_seqs)b::int[], %(fire_run_ats)b::timestamptz[])
+                  WITH ORDINALITY AS f(name, fire_time, seq, run_at, ord)
 ), limits AS (
     -- Runs left to the schedules with a run limit (their marker ends in " runs=<n>";
     -- the limited names are those the engine saw with one), read from the row itself.
@@ -249,6 +255,11 @@ WITH due AS (
     SELECT * FROM unnest(%(coalesced_names)b::text[], %(coalesced_first)b::timestamptz[],
                          %(coalesced_last)b::timestamptz[], %(coalesced_counts)b::int[])
                   AS l(name, first_time, last_time, count)
+), passed_over AS (  -- catch-up window: fires older than it (empty on most passes)
+    SELECT * FROM unnest(%(window_names)b::text[], %(window_first)b::timestamptz[],
+                         %(window_last)b::timestamptz[], %(window_counts)b::int[],
+                         %(window_reasons)b::text[])
+                  AS w(name, first_time, last_time, count, reason)
 ), mark AS (
     -- A limited schedule fires at most its remaining runs (its cursor then moves to
     -- the last of them), and the fire that uses up its last run retires it: paused_at
@@ -322,10 +333,17 @@ WITH due AS (
     SELECT l.name, 'coalesced', l.first_time, l.last_time, l.count,
            'coalesce: fires missed while beat was down or the schedule paused'
       FROM left_out l JOIN mark m ON m.name = l.name
+), window_skips AS (  -- catch-up window
+    INSERT INTO awa_beat.occurrences (schedule, kind, fire_time, last_fire_time, count, reason)
+    SELECT w.name, 'skipped', w.first_time, w.last_time, w.count, w.reason
+      FROM passed_over w JOIN mark m ON m.name = w.name
+    RETURNING schedule
 )
 SELECT id, name, fire_time, now() AS updated_at FROM inserted
 UNION ALL  -- outcomes: skipped fires come back with no job id
 SELECT NULL, name, fire_time::text, now() FROM skipped
+UNION ALL  -- catch-up window: the schedules whose older fires were passed over
+SELECT NULL, schedule, 'window', now() FROM window_skips
 UNION ALL  -- schedules not fired because their fire time is ahead of the database's
            -- clock: no job id and no fire time (the host's clock is fast)
 SELECT NULL, name, NULL, now() FROM due
@@ -334,24 +352,34 @@ SELECT NULL, name, NULL, now() FROM due
 -- fragment insert_fired_jobs [standalone] --
 -- One job a fire, in the order of the fire times: where the tables are awa-beat's own,
 -- into awa.jobs directly.
+-- A jittered job (run_at given) that is not yet due waits as 'scheduled'; one for
+-- Celery stays 'available', for the bridge to publish at once with that run_at as eta.
 ), inserted AS (
-    INSERT INTO awa.jobs (kind, queue, args, state, priority, max_attempts, metadata, tags)
-    SELECT m.kind, m.queue, m.args, 'available', m.priority, m.max_attempts,
+    INSERT INTO awa.jobs (kind, queue, args, state, priority, max_attempts, metadata, tags,
+                          run_at)
+    SELECT m.kind, m.queue, m.args,
+           CASE WHEN f.run_at > now()
+                 AND (m.metadata -> 'celery' ->> 'dispatch') IS DISTINCT FROM 'celery'
+                THEN 'scheduled' ELSE 'available' END::awa.job_state,
+           m.priority, m.max_attempts,
            m.metadata || jsonb_build_object('cron_name', m.name, 'cron_fire_time', f.fire_time::text),
-           m.tags
+           m.tags, coalesce(f.run_at, now())
       {{fires_with_a_job}}
     RETURNING id, metadata ->> 'cron_name' AS name, metadata ->> 'cron_fire_time' AS fire_time
 
 -- fragment insert_fired_jobs [awa] --
 -- The same on a database migrated by Awa, where awa.jobs is a view: jobs go through
--- awa.insert_job_compat, exactly as Awa's own cron does.
+-- awa.insert_job_compat, exactly as Awa's own cron does; a jittered job that is not yet
+-- due is 'scheduled' at its run_at (NULL: Awa's clock_timestamp()).
 ), ordered AS (
-    SELECT m.*, f.fire_time, f.ord
+    SELECT m.*, f.fire_time, f.run_at, f.ord
       {{fires_with_a_job}}
 ), inserted AS (
     SELECT j.id, o.name, j.metadata ->> 'cron_fire_time' AS fire_time
       FROM ordered o CROSS JOIN LATERAL awa.insert_job_compat(
-           o.kind, o.queue, o.args, 'available'::awa.job_state, o.priority, o.max_attempts, NULL,
+           o.kind, o.queue, o.args,
+           CASE WHEN o.run_at > now() THEN 'scheduled' ELSE 'available' END::awa.job_state,
+           o.priority, o.max_attempts, o.run_at,
            o.metadata || jsonb_build_object('cron_name', o.name, 'cron_fire_time', o.fire_time::text),
            o.tags, NULL, NULL) AS j
 

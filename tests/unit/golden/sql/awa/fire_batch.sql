@@ -4,8 +4,8 @@ WITH due AS (
                   AS d(name, expected, cursor, n)
 ), fires AS (
     SELECT * FROM unnest(%(fire_names)b::text[], %(fire_times)b::timestamptz[],
-                         %(fire_seqs)b::int[])
-                  WITH ORDINALITY AS f(name, fire_time, seq, ord)
+                         %(fire_seqs)b::int[], %(fire_run_ats)b::timestamptz[])
+                  WITH ORDINALITY AS f(name, fire_time, seq, run_at, ord)
 ), limits AS (
     -- Runs left to the schedules with a run limit (their marker ends in " runs=<n>";
     -- the limited names are those the engine saw with one), read from the row itself.
@@ -17,6 +17,11 @@ WITH due AS (
     SELECT * FROM unnest(%(coalesced_names)b::text[], %(coalesced_first)b::timestamptz[],
                          %(coalesced_last)b::timestamptz[], %(coalesced_counts)b::int[])
                   AS l(name, first_time, last_time, count)
+), passed_over AS (  -- catch-up window: fires older than it (empty on most passes)
+    SELECT * FROM unnest(%(window_names)b::text[], %(window_first)b::timestamptz[],
+                         %(window_last)b::timestamptz[], %(window_counts)b::int[],
+                         %(window_reasons)b::text[])
+                  AS w(name, first_time, last_time, count, reason)
 ), mark AS (
     -- A limited schedule fires at most its remaining runs (its cursor then moves to
     -- the last of them), and the fire that uses up its last run retires it: paused_at
@@ -72,14 +77,16 @@ WITH due AS (
       FROM mark m JOIN fires f ON f.name = m.name AND f.seq <= m.allowed
      WHERE m.guarded AND (m.blocked OR f.seq > 1)
 ), ordered AS (
-    SELECT m.*, f.fire_time, f.ord
+    SELECT m.*, f.fire_time, f.run_at, f.ord
       FROM mark m JOIN fires f ON f.name = m.name AND f.seq <= m.allowed
      WHERE NOT (m.guarded AND (m.blocked OR f.seq > 1))
      ORDER BY f.fire_time, f.ord
 ), inserted AS (
     SELECT j.id, o.name, j.metadata ->> 'cron_fire_time' AS fire_time
       FROM ordered o CROSS JOIN LATERAL awa.insert_job_compat(
-           o.kind, o.queue, o.args, 'available'::awa.job_state, o.priority, o.max_attempts, NULL,
+           o.kind, o.queue, o.args,
+           CASE WHEN o.run_at > now() THEN 'scheduled' ELSE 'available' END::awa.job_state,
+           o.priority, o.max_attempts, o.run_at,
            o.metadata || jsonb_build_object('cron_name', o.name, 'cron_fire_time', o.fire_time::text),
            o.tags, NULL, NULL) AS j
 ), guards AS MATERIALIZED (  -- outcomes: read mark once; usually no row
@@ -100,10 +107,17 @@ WITH due AS (
     SELECT l.name, 'coalesced', l.first_time, l.last_time, l.count,
            'coalesce: fires missed while beat was down or the schedule paused'
       FROM left_out l JOIN mark m ON m.name = l.name
+), window_skips AS (  -- catch-up window
+    INSERT INTO awa_beat.occurrences (schedule, kind, fire_time, last_fire_time, count, reason)
+    SELECT w.name, 'skipped', w.first_time, w.last_time, w.count, w.reason
+      FROM passed_over w JOIN mark m ON m.name = w.name
+    RETURNING schedule
 )
 SELECT id, name, fire_time, now() AS updated_at FROM inserted
 UNION ALL  -- outcomes: skipped fires come back with no job id
 SELECT NULL, name, fire_time::text, now() FROM skipped
+UNION ALL  -- catch-up window: the schedules whose older fires were passed over
+SELECT NULL, schedule, 'window', now() FROM window_skips
 UNION ALL  -- schedules not fired because their fire time is ahead of the database's
            -- clock: no job id and no fire time (the host's clock is fast)
 SELECT NULL, name, NULL, now() FROM due
