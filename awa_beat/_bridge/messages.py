@@ -207,7 +207,8 @@ class MessageBuilder:
         ``argsrepr``/``kwargsrepr`` headers), the only parts of a Celery message that
         differ between two sends with the same options (checked against Celery itself
         in the tests). Messages that depend on the time of sending (``countdown``,
-        ``eta``) or are compressed are always built by Celery.
+        ``eta``), carry a jittered job's run time as their ``eta``, or are compressed
+        are always built by Celery.
         """
         cached = self._prepared.get(job["id"])
         if cached is not None:
@@ -216,20 +217,26 @@ class MessageBuilder:
         plan = self._plans.get(key)
         if plan is None:
             plan = self._plans[key] = _Plan.parse(key[1])
+        # A jitter put the job off: its message carries the run time as its eta.
+        eta = job.get("eta")
         expires = plan.expires
         if plan.relative_expiry:
-            # The expiry is relative to the fire, not to the publish, so a late publish
-            # does not extend it.
-            fired = parse_fire_time(job["cron_fire_time"]) or job["created_at"]
+            # The expiry is relative to the fire (to the run time a jitter put it off
+            # to), not to the publish, so a late publish does not extend it.
+            fired = eta or parse_fire_time(job["cron_fire_time"]) or job["created_at"]
             expires = fired + timedelta(seconds=plan.expires)
         task_id = fire_task_id(job["cron_name"], job["cron_fire_time"], job["id"])
-        template = self._templates.get(key) if plan.templatable else None
+        templatable = plan.templatable and eta is None
+        template = self._templates.get(key) if templatable else None
         ours = _own_headers(job)
         if template is None:
             args, kwargs = _call(job["args"])
-            prepared = self._build(job["id"], job["kind"], args, kwargs, dict(plan.options),
+            options = dict(plan.options)
+            if eta is not None:
+                options["eta"] = eta
+            prepared = self._build(job["id"], job["kind"], args, kwargs, options,
                                    expires, task_id, ours)
-            if plan.templatable and "compression" not in prepared.headers:
+            if templatable and "compression" not in prepared.headers:
                 self._templates[key] = prepared
         else:
             prepared = self._copy(template, job["id"], task_id, expires, job["args"] or "{}")

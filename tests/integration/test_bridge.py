@@ -20,6 +20,7 @@ from awa_beat._bridge.amqp import coalesced_writes
 from awa_beat._bridge.messages import MessageBuilder
 from awa_beat._db.database import Database, connect
 from awa_beat._db.records import FireRequest
+from awa_beat._schedules.fire_times import calendar_for, jitter_of
 from awa_beat._schedules.spec import spec_from_entry
 from awa_beat._testing import actions, wait_for
 from awa_beat.errors import StoreError
@@ -619,3 +620,46 @@ def test_a_new_leaders_warm_up_against_a_broker_that_is_away_reports_nothing(
         bridge.close()
         leader.resign()
     assert len(consume(app, queue, 1)) == 1
+
+
+def test_a_jittered_job_is_published_once_with_its_run_time_as_eta(
+        app: Celery, standalone: Database) -> None:
+    queue = app.conf.task_default_queue
+    register(standalone, app, {
+        "spread": {"task": "proj.tick", "schedule": 3600,
+                   "options": {"queue": queue, "expires": 60,
+                               "awa_beat": {"jitter": 1800}}},
+        "late": {"task": "proj.tick", "schedule": 3600,
+                 "options": {"queue": queue, "awa_beat": {"jitter": 1800}}},
+        "plain": {"task": "proj.tick", "schedule": 3600, "options": {"queue": queue}}})
+    assert jitter_of(calendar_for(standalone.schedules.get("spread").cron_expr, "UTC")) == 1800
+    # A fire whose run time (the firing rule's delay: tests/unit/test_window_jitter.py)
+    # is still to come when the bridge publishes it.
+    fire_at = T0 + timedelta(minutes=1)
+    run_at = datetime.now(UTC) + timedelta(minutes=10, microseconds=250)
+    result = standalone.evaluator.fire([
+        FireRequest("spread", T0, [fire_at], run_ats=[run_at]),
+        # A fire so late that its run time has passed runs at once.
+        FireRequest("late", T0, [fire_at], run_ats=[fire_at + timedelta(seconds=3)]),
+        FireRequest("plain", T0, [fire_at])])
+    assert len(result.jobs) == 3
+    bridge = Bridge(app, standalone.outbox, deployment="bt")
+    assert bridge.drain() == 3
+    assert bridge.drain() == 0  # Published once: a job put off is not pending again.
+    bridge.close()
+    got = {m.headers["awa_beat_schedule"]: m for m in consume(app, queue, 3, then_wait=0.5)}
+    assert sorted(got) == ["late", "plain", "spread"]
+    assert got["late"].headers.get("eta") is None
+    spread, plain = got["spread"], got["plain"]
+    # The fire time stays the nominal one; the run time rides as the eta.
+    nominal = fire_at.strftime("%Y-%m-%d %H:%M:%S+00")
+    assert spread.headers["awa_beat_fire_time"] == nominal
+    assert spread.headers["id"] == fire_task_id("spread", nominal, 0)
+    assert datetime.fromisoformat(spread.headers["eta"]) == run_at
+    # A relative expiry counts from the run time, so the jitter cannot outlast it.
+    assert datetime.fromisoformat(spread.headers["expires"]) == run_at + timedelta(seconds=60)
+    assert plain.headers.get("eta") is None
+    c = connect(standalone.conninfo)
+    states = c.execute("SELECT state::text FROM awa.jobs").fetchall()
+    c.close()
+    assert states == [("completed",)] * 3
