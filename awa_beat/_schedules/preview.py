@@ -117,13 +117,13 @@ def preview(cron_expr: str, zone: str, now: datetime, *, count: int | None = Non
         limit = min(limit, runs_left)
     fires: list[PreviewFire] = []
     previous = now.astimezone(tz).utcoffset()
-    wanted = _wall_matcher(calendar)
+    wanted = wall_matcher(calendar)
     t = now
     while len(fires) < limit:
         nxt = next_fire_after(calendar, t)
         if nxt is None or (until is not None and nxt > until):
             break
-        fires.append(_mark(nxt, tz, zone, previous, wanted))
+        fires.append(mark_fire(nxt, tz, zone, previous, wanted))
         previous, t = nxt.astimezone(tz).utcoffset(), nxt
     after = next_fire_after(calendar, t)
     retires = runs_left is not None and len(fires) >= runs_left
@@ -153,7 +153,7 @@ def _wall(t: datetime, tz: tzinfo) -> datetime:
     return t.astimezone(tz).replace(tzinfo=None)
 
 
-def _wall_matcher(calendar: Calendar) -> Callable[[datetime], bool] | None:
+def wall_matcher(calendar: Calendar) -> Callable[[datetime], bool] | None:
     """Return whether a wall time is one the calendar names, for the calendars that name
     wall times (cron, ``@crontab``), or None for those that name instants."""
     while isinstance(calendar, BoundedCalendar):
@@ -193,7 +193,7 @@ def _gap_text(change: datetime, tz: tzinfo, zone: str) -> str:
     return f"{start:%H:%M}-{end:%H:%M} is skipped on {end:%Y-%m-%d} in {zone}"
 
 
-def _fold_pass(t: datetime, tz: tzinfo) -> int | None:
+def fold_pass(t: datetime, tz: tzinfo) -> int | None:
     """Return 1 or 2 when ``t``'s wall time happens twice in ``tz`` (the pass ``t`` is
     in), else None."""
     wall = _wall(t, tz)
@@ -204,7 +204,7 @@ def _fold_pass(t: datetime, tz: tzinfo) -> int | None:
     return 1 if t.astimezone(tz).utcoffset() == first else 2
 
 
-def _mark(t: datetime, tz: tzinfo, zone: str, previous: timedelta | None,
+def mark_fire(t: datetime, tz: tzinfo, zone: str, previous: timedelta | None,
           wanted: Callable[[datetime], bool] | None) -> PreviewFire:
     local = t.astimezone(tz)
     offset = local.utcoffset()
@@ -216,7 +216,7 @@ def _mark(t: datetime, tz: tzinfo, zone: str, previous: timedelta | None,
         return PreviewFire(t, local, "gap", f"moved by the DST gap: "
                            f"{_gap_text(moved_at, tz, zone)}; fires at {wall:%H:%M:%S}"
                            + (f" ({change})" if change else ""))
-    fold = _fold_pass(t, tz)
+    fold = fold_pass(t, tz)
     if fold is not None:
         note = (f"in the repeated hour: {wall:%H:%M:%S} happens twice on {wall:%Y-%m-%d} "
                 f"in {zone}; this fire is in the {'first' if fold == 1 else 'second'} pass "
