@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from ._ops.api import Schedules
     from ._ops.records import ScheduleView
     from ._schedules.calendars import at
+    from ._schedules.explain import Explanation
     from ._schedules.preview import Preview
     from ._schedules.spec import ScheduleSpec
     from .outcomes import fire_time
@@ -57,6 +58,7 @@ _LAZY = {
     "ScheduleSpec": "_schedules.spec",
     "ScheduleView": "_ops.records",
     "Preview": "_schedules.preview",
+    "Explanation": "_schedules.explain",
     "at": "_schedules.calendars",
     "fire_time": "outcomes",
 }
@@ -69,6 +71,7 @@ __all__ = [
     "DatabaseUnavailable",
     "DispatchUnserved",
     "EndpointError",
+    "Explanation",
     "InvalidCronExpression",
     "InvalidTimezone",
     "NoDatabase",

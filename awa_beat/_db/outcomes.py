@@ -7,7 +7,7 @@ Workers report from their own processes through :mod:`awa_beat.outcomes`; the re
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from psycopg.rows import dict_row
@@ -58,6 +58,17 @@ class OutcomeStore:
             cur = conn.cursor(row_factory=dict_row)
             return cur.execute(queries["schedule_history"], {
                 "name": name, "limit": limit,
+                "default_max_runtime": default_max_runtime}).fetchall()
+
+    def explain_records(self, name: str, fire_time: datetime | None, second: datetime,
+                        default_max_runtime: float) -> list[dict[str, Any]]:
+        """Return what is recorded of ``name`` at ``fire_time`` (None: the instant is no
+        fire time) and of its manual triggers in ``second``: jobs, backfills whose job is
+        gone, and occurrences; the ``explain_records`` statement says what each holds."""
+        with self.db.connection() as conn, wrap_errors(f"reading the records of {name!r}"):
+            cur = conn.cursor(row_factory=dict_row)
+            return cur.execute(queries["explain_records"], {
+                "name": name, "fire_time": fire_time, "second": second,
                 "default_max_runtime": default_max_runtime}).fetchall()
 
     def overdue_candidates(self, default_max_runtime: float) -> list[dict[str, Any]]:

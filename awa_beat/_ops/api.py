@@ -54,6 +54,7 @@ from typing import Any
 from .._config import Settings
 from .._db.conninfo import caller_connection
 from .._db.database import Database
+from .._schedules.explain import Explanation
 from .._schedules.preview import Preview
 from .._schedules.spec import ScheduleSpec
 from ..errors import ValidationError
@@ -206,6 +207,20 @@ class Schedules:
         :attr:`~Preview.notices` say so. Raises :class:`~awa_beat.errors.NotFound`, or
         :class:`~awa_beat.errors.ValidationError` naming ``count`` or ``until``."""
         return self._ops.preview(name, count=count, until=until)
+
+    def explain(self, name: str, at: datetime) -> Explanation:
+        """What happened or will happen to ``name`` at the instant ``at`` (an aware
+        datetime; fires are whole seconds, so any instant within a fire time's second is
+        that fire time), and why: fired (the job and its outcome), triggered by hand,
+        backfilled, buffered, coalesced, skipped (overlap or the catch-up window), before
+        the schedule existed, out of its bounds, paused (by whom, with the note),
+        retired, due, will fire (and when its job runs, with jitter), or not a fire time
+        (the fire times either side), with how a DST gap or fold moved or repeated the
+        fire. :attr:`~Explanation.kind` is the answer, :attr:`~Explanation.summary` and
+        :attr:`~Explanation.details` say it in words. Read only. Raises
+        :class:`~awa_beat.errors.NotFound`, or :class:`~awa_beat.errors.ValidationError`
+        naming ``at``."""
+        return self._ops.explain(name, at)
 
     def list(self, pattern: str | None = None) -> list[ScheduleView]:
         """Every schedule, by name; ``pattern`` is a SQL LIKE pattern on the name."""

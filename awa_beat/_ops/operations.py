@@ -22,12 +22,13 @@ from .._db.conninfo import Connection, database_url, settings_from_app
 from .._db.database import Database
 from .._db.embedded import resolve_database_url
 from .._db.records import ScheduleRow
+from .._schedules.explain import Explanation, fire_time_of
 from .._schedules.markers import max_runs
 from .._schedules.preview import Preview
 from .._schedules.runs import overdue_reasons
 from .._schedules.spec import DEFAULT_MAX_RUNTIME, ScheduleSpec, specs_from_beat_schedule
 from .._schedules.stored_entries import merge_entry
-from ..errors import NotFound, ScheduleExists, ScheduleOwned, StoreError
+from ..errors import NotFound, ScheduleExists, ScheduleOwned, StoreError, ValidationError
 from .cluster import Cluster
 from .records import (
     COUNT_LIMIT,
@@ -42,7 +43,7 @@ from .records import (
     ScheduleView,
     UpcomingFire,
 )
-from .rows import beat_entry, preview_of, upcoming_fires, view_of
+from .rows import beat_entry, explain_of, preview_of, upcoming_fires, view_of
 
 if TYPE_CHECKING:
     from .._beat.node import BeatNode
@@ -387,6 +388,24 @@ class Operations:
         row = self.get(name).row
         return preview_of(row, self.clock() if now is None else now,
                           runs_left=self.runs_left(row), count=count, until=until)
+
+    def explain(self, name: str, at: datetime, *, now: datetime | None = None
+                ) -> Explanation:
+        """What happened or will happen to ``name`` at the instant ``at`` (an aware
+        datetime), and why, as of ``now`` (default: the clock's); see
+        :mod:`awa_beat._schedules.explain`. Read only. Raises
+        :class:`~awa_beat.errors.NotFound`, or :class:`~awa_beat.errors.ValidationError`
+        naming ``at`` for a naive datetime."""
+        if not isinstance(at, datetime) or at.tzinfo is None or at.utcoffset() is None:
+            raise ValidationError([(name, "at", "must be a datetime with a UTC offset")])
+        row = self.store.schedules.get(name)
+        now = self.clock() if now is None else now
+        fire = fire_time_of(row.cron_expr, row.timezone, at)
+        second = at.astimezone(timezone.utc).replace(microsecond=0)
+        records = self.store.outcomes.explain_records(name, fire, second,
+                                                      DEFAULT_MAX_RUNTIME)
+        note = self.pause_note(name) if row.paused_at is not None else None
+        return explain_of(row, at, now, records, note)
 
     def runs_left(self, row: ScheduleRow) -> int | None:
         """How many more times ``row`` may fire: its run limit less the runs counted

@@ -15,6 +15,7 @@ from typing import Any
 from .._db.records import ScheduleRow
 from .._schedules.cron import load_timezone
 from .._schedules.describe import offset_text
+from .._schedules.explain import Explanation, FoundJob, FoundOccurrence, ScheduleState, explain
 from .._schedules.fire_times import (
     POLICIES,
     calendar_for,
@@ -116,6 +117,28 @@ def preview_of(row: ScheduleRow, now: datetime, *, runs_left: int | None = None,
             and not row.retired:
         notices.append(f"its end_time {instant_text(bounds.end)} ends it: no fire after")
     return replace(found, notices=(*notices, *found.notices))
+
+
+def explain_of(row: ScheduleRow, at: datetime, now: datetime,
+               records: list[dict[str, Any]], pause_note: str | None = None) -> Explanation:
+    """What happened or will happen at ``at`` to ``row``
+    (:func:`awa_beat._schedules.explain.explain`), from the records that the
+    ``explain_records`` statement found."""
+    jobs = tuple(FoundJob(
+        kind=r["kind"], job_id=r["job_id"], fire_time=r["fire_time"], state=r["job_state"],
+        outcome=r["outcome"], created_at=r["created_at"], run_at=r["run_at"],
+        started_at=r["started_at"], finished_at=r["finished_at"], error=r["error"],
+        task_id=r["task_id"], present=r["source"] == "job")
+        for r in records if r["source"] in ("job", "backfill"))
+    occurrences = tuple(FoundOccurrence(
+        kind=r["kind"], fire_time=r["fire_time"], last_fire_time=r["last_fire_time"],
+        count=r["count"], reason=r["reason"], recorded_at=r["recorded_at"])
+        for r in records if r["source"] == "occurrence")
+    state = ScheduleState(
+        name=row.name, cron_expr=row.cron_expr, timezone=row.timezone,
+        created_at=row.created_at, cursor=row.last_enqueued_at, paused_at=row.paused_at,
+        paused_by=row.paused_by, pause_note=pause_note, retired=row.retired)
+    return explain(state, at, now, jobs=jobs, occurrences=occurrences)
 
 
 def beat_entry(row: ScheduleRow) -> dict[str, Any]:
