@@ -13,6 +13,7 @@ import click
 from .. import __version__
 from .cluster import status
 from .doctor import doctor
+from .explain import explain_
 from .history import history
 from .imports import import_
 from .preview import preview_
@@ -31,5 +32,5 @@ def main() -> None:
 
 
 for _command in (migrate, list_, add, edit, pause, resume, trigger, remove, show, preview_,
-                 history, export, status, doctor, import_, web):
+                 explain_, history, export, status, doctor, import_, web):
     main.add_command(_command)
