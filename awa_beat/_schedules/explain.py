@@ -213,9 +213,10 @@ def _dst_note(calendar: Calendar, fire: datetime | None, tz: tzinfo, zone: str) 
 
 def _pause_text(state: ScheduleState) -> str:
     by = state.paused_by or "?"
-    text = f"paused by {by} since {_utc(state.paused_at)}" if state.paused_at else "paused"
-    if by == "awa-beat":
-        text += " (automatically)"
+    # awa-beat pauses a schedule itself after failures (pause_after_failures).
+    text = f"paused {'automatically ' if by == 'awa-beat' else ''}by {by}"
+    if state.paused_at is not None:
+        text += f" since {_utc(state.paused_at)}"
     if state.pause_note:
         text += f": {state.pause_note}"
     return text
