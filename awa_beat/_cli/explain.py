@@ -10,30 +10,18 @@ from typing import Any
 import click
 
 from .._ops.operations import utcnow
-from .._schedules.explain import Explanation
-from .._schedules.fire_times import parse_iso
+from .._schedules.explain import Explanation, parse_instant
 from ..errors import ValidationError
 from .context import database_url_option, friendly_errors, json_option, operations
 from .format import fmt, iso
 
 
-def parse_instant(name: str, text: str) -> datetime:
-    """Read ``--at``: ``now``, or ISO 8601 with a UTC offset or ``Z``. A time without an
-    offset is refused rather than guessed, since the schedule's zone and UTC would read
-    it differently."""
-    value = text.strip()
-    if value.lower() == "now":
-        return utcnow()
+def _instant(name: str, text: str) -> datetime:
+    """Read ``--at`` (:func:`awa_beat._schedules.explain.parse_instant`)."""
     try:
-        at = parse_iso(value)
-    except ValueError:
-        at = None
-    if at is None or at.tzinfo is None:
-        why = "has no UTC offset" if at is not None else "is not an instant"
-        raise ValidationError([(name, "--at", f"{text!r} {why}: give ISO 8601 with an "
-                                "offset or Z (e.g. 2027-03-14T02:30:00-05:00, "
-                                "2027-03-14T07:30:00Z) or 'now'")])
-    return at
+        return parse_instant(text, utcnow())
+    except ValueError as exc:
+        raise ValidationError([(name, "--at", str(exc))]) from None
 
 
 def explanation_json(found: Explanation) -> dict[str, Any]:
@@ -70,7 +58,7 @@ def explain_(database_url: str | None, name: str, at_text: str, as_json: bool) -
     catch-up window), before the schedule existed, out of its bounds, paused (by whom and
     why), retired, due, will fire; or not a fire time (the fire times either side). A DST
     gap or fold that moved or repeated the fire is named."""
-    at = parse_instant(name, at_text)
+    at = _instant(name, at_text)
     with operations(database_url) as ops:
         found = ops.explain(name, at)
     if as_json:

@@ -34,7 +34,7 @@ from typing import Protocol
 
 from ..errors import AwaBeatError
 from .cron import load_timezone
-from .fire_times import Calendar, calendar_for, next_fire_after
+from .fire_times import Calendar, calendar_for, next_fire_after, parse_iso
 from .markers import BoundedCalendar
 from .preview import fold_pass, mark_fire, wall_matcher
 
@@ -141,6 +141,28 @@ class JitterDelay(Protocol):
     schedule and the fire time), in seconds."""
 
     def __call__(self, name: str, fire_time: datetime, jitter: float, /) -> float: ...
+
+
+INSTANT_HELP = ("ISO 8601 with a UTC offset or Z (e.g. 2027-03-14T02:30:00-05:00, "
+                "2027-03-14T07:30:00Z) or 'now'")
+
+
+def parse_instant(text: str, now: datetime) -> datetime:
+    """Read the instant to explain: ``now`` (the ``now`` given), or ISO 8601 with a UTC
+    offset or ``Z``. Raises ``ValueError`` saying what is allowed. A time without an
+    offset is refused rather than guessed: the schedule's zone and UTC would read it
+    differently."""
+    value = text.strip()
+    if value.lower() == "now":
+        return now
+    try:
+        at: datetime | None = parse_iso(value)
+    except ValueError:
+        at = None
+    if at is None or at.tzinfo is None or at.utcoffset() is None:
+        why = "has no UTC offset" if at is not None else "is not an instant"
+        raise ValueError(f"{text[:64]!r} {why}: give {INSTANT_HELP}")
+    return at
 
 
 def _utc(t: datetime) -> str:
