@@ -20,6 +20,7 @@ from .._ops.forms import (
 from .._ops.records import COUNT_LIMIT, ScheduleFilter, ScheduleView
 from .._schedules.cron import load_timezone
 from .._schedules.describe import describe
+from .._schedules.explain import Explanation, parse_instant
 from .._schedules.fire_times import POLICIES, parse_iso
 from .._schedules.preview import Preview
 from .._schedules.spec import DISPATCHES
@@ -34,6 +35,9 @@ ROUTES: dict[tuple[str, str], View] = {}
 ACTIONS = {"/schedule/pause", "/schedule/resume", "/schedule/trigger", "/schedule/remove",
            "/schedule/add", "/schedule/edit"}
 NOTE_LIMIT = 500
+#: How many fires the schedule's page lists when it is not asked for a count: enough
+#: monthly fires to cross both DST changes of a year.
+PAGE_FIRES = 20
 SEARCH_LIMIT = 200
 #: What a redirect after an action may say. It never carries text from the request.
 DONE = {"paused": "Paused.", "resumed": "Resumed.", "triggered": "Triggered: job {job}.",
@@ -170,10 +174,25 @@ def _preview(app: Dashboard, name: str, query: Mapping[str, str]
             return None, "until: an instant in ISO 8601, e.g. 2027-01-01T00:00:00Z"
         if until.tzinfo is None:
             until = until.replace(tzinfo=timezone.utc)
+    if count is None and until is None:
+        count = PAGE_FIRES
     try:
         return app.ops.preview(name, count=count, until=until), None
     except ScheduleError as exc:
         return None, str(exc)
+
+
+def _explain(app: Dashboard, name: str, query: Mapping[str, str]
+             ) -> tuple[Explanation | None, str | None]:
+    """What happened or will happen at the page's ``at``, or why it cannot be read."""
+    text = query.get("at", "").strip()[:64]
+    if not text:
+        return None, None
+    try:
+        at = parse_instant(text, app.ops.clock())
+    except ValueError as exc:
+        return None, f"at: {exc}"
+    return app.ops.explain(name, at), None
 
 
 @route("GET", "/schedule")
@@ -190,15 +209,17 @@ def schedule(app: Dashboard, req: Request) -> Response:
     message = DONE[done].format(job=int(job) if _digits(job) else "?", name=name) \
         if done in DONE else None
     preview, preview_error = _preview(app, name, query)
+    explained, explain_error = _explain(app, name, query)
     return app.render(
         req, "schedule.html", item=_row(view, {name: app.ops.pause_note(name) or ""},
                                         app.ops.cluster.queue_pauses([view.row.queue])),
-        upcoming=app.ops.upcoming(view.row, count=20), runs_left=app.ops.runs_left(view.row),
+        runs_left=app.ops.runs_left(view.row),
         jobs=jobs, occurrences=occurrences,
         editable=app.editor is not None and view.owner == "runtime",
         audit=app.ops.audit_log(limit=20, schedule=name), message=message,
         preview=preview, preview_error=preview_error,
-        preview_count=query.get("count", "")[:4], preview_until=query.get("until", "")[:64])
+        preview_count=query.get("count", "")[:4], preview_until=query.get("until", "")[:64],
+        explained=explained, explain_error=explain_error, explain_at=query.get("at", "")[:64])
 
 
 @route("GET", "/schedule/remove")

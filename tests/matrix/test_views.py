@@ -116,9 +116,9 @@ def test_each_schedule_page_answers_and_lists_only_the_runs_left(dashboard: str,
                                                                  ) -> None:
     page = get(dashboard, "/schedule", name=name)
     assert WORDS[name] in page
-    upcoming = re.search(r'<table id="upcoming">.*?<tbody>(.*?)</tbody>', page, re.S)
+    upcoming = re.search(r'<table id="preview">.*?<tbody>(.*?)</tbody>', page, re.S)
     assert upcoming
-    fires = upcoming.group(1).count("<tr><td class=\"num\">")
+    fires = upcoming.group(1).count("<tr data-mark=")
     assert fires == min(20, RUNS_LEFT.get(name, 20))
     if name in RUNS_LEFT:
         assert re.search(rf'id="runs-left">{RUNS_LEFT[name]}<', page)
