@@ -34,7 +34,7 @@ from typing import Protocol
 
 from ..errors import AwaBeatError
 from .cron import load_timezone
-from .fire_times import Calendar, calendar_for, next_fire_after, parse_iso
+from .fire_times import Calendar, calendar_for, jitter_of, next_fire_after, parse_iso
 from .markers import BoundedCalendar
 from .preview import fold_pass, mark_fire, wall_matcher
 
@@ -366,14 +366,21 @@ def _explain_fire(state: ScheduleState, calendar: Calendar, tz: tzinfo, fire: da
                           "fire policy decides what is caught up.")
         if future:
             run_at = None
-            jitter = getattr(calendar, "jitter", None)
+            jitter = jitter_of(calendar)
             if jitter and jitter_delay is not None:
                 run_at = fire + timedelta(seconds=jitter_delay(state.name, fire, jitter))
                 details.append(f"with its jitter of up to {jitter:g} s, the job will run "
                                f"at {_utc(run_at)}")
+            elif jitter:
+                details.append(f"with its jitter, the job will run up to {jitter:g} s "
+                               "after the fire time")
             return answer("will_fire", f"{when} is a fire time to come: it will fire then.",
                           run_at=run_at, following=nxt)
         late = (now - fire).total_seconds()
+        window = getattr(calendar, "window", None)
+        if window is not None and late > window:
+            details.append(f"it is older than the schedule's catch-up window ({window:g} s): "
+                           "beat will record it as skipped instead of firing it")
         return answer("due", f"{when} is a fire time, due {late:.0f} s ago and not fired "
                       "yet: is a beat running and leading?")
     details.append(f"the schedule's cursor is at {_utc(cursor)}: fire times up to it are "

@@ -229,3 +229,15 @@ def test_fire_at_or_before() -> None:
 def test_every_kind_is_named_and_the_answer_is_typed() -> None:
     assert len(set(KINDS)) == len(KINDS) == 15
     assert isinstance(explain(MINUTELY, NOON, LATER), Explanation)
+
+
+def test_the_catch_up_window_and_the_jitter_of_the_marker() -> None:
+    timed = replace(MINUTELY, cron_expr="@cron 0 * * * * * | window=60 jitter=30")
+    due = explain(timed, NOON + timedelta(minutes=1), NOON + timedelta(minutes=3))
+    assert due.kind == "due"
+    assert any("older than the schedule's catch-up window (60 s)" in d for d in due.details)
+    fresh = explain(timed, NOON + timedelta(minutes=1), NOON + timedelta(seconds=90))
+    assert not any("catch-up window" in d for d in fresh.details)
+    ahead = explain(timed, NOON + timedelta(minutes=5), NOON)
+    assert ahead.kind == "will_fire" and ahead.run_at is None
+    assert any("up to 30 s after the fire time" in d for d in ahead.details)
