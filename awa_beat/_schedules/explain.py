@@ -225,12 +225,22 @@ def _unbounded(calendar: Calendar) -> Calendar:
     return calendar
 
 
-def _dst_note(calendar: Calendar, fire: datetime | None, tz: tzinfo, zone: str) -> str:
-    """What a gap or fold did to ``fire`` (preview's marks), or an empty string."""
+def _dst_mark(calendar: Calendar, fire: datetime | None, tz: tzinfo, zone: str
+              ) -> tuple[str, str]:
+    """Whether a gap or a fold touched ``fire`` (preview's ``gap`` or ``fold`` mark) and
+    what it did, in words; two empty strings when neither did."""
     if fire is None:
-        return ""
+        return "", ""
     mark = mark_fire(fire, tz, zone, fire.astimezone(tz).utcoffset(), wall_matcher(calendar))
-    return mark.note if mark.mark in ("gap", "fold") else ""
+    return (mark.mark, mark.note) if mark.mark in ("gap", "fold") else ("", "")
+
+
+def _dst_note(calendar: Calendar, fire: datetime | None, tz: tzinfo, zone: str) -> str:
+    return _dst_mark(calendar, fire, tz, zone)[1]
+
+
+#: How a fire touched by a DST change is named in a one-line answer.
+_MARK_WORDS = {"gap": "moved by the DST gap", "fold": "in the repeated hour"}
 
 
 def _pause_text(state: ScheduleState) -> str:
@@ -400,14 +410,17 @@ def _explain_between(state: ScheduleState, calendar: Calendar, tz: tzinfo,
     previous = fire_at_or_before(calendar, second)
     nxt = next_fire_after(calendar, second)
     notes = []
+    marks: dict[str, str] = {}
     for label, fire in (("the fire before", previous), ("the next fire", nxt)):
-        note = _dst_note(calendar, fire, tz, state.timezone)
+        mark, note = _dst_mark(calendar, fire, tz, state.timezone)
         if note and fire is not None:
             notes.append(f"{label} ({_utc(fire)}) is {note}")
+            marks[label] = f" ({_MARK_WORDS[mark]})"
     wanted = wall_matcher(calendar)
     wall = at.astimezone(tz).replace(tzinfo=None)
-    if wanted is not None and wanted(wall.replace(microsecond=0)) \
-            and fold_pass(second, tz) == 2:
+    second_pass = (wanted is not None and wanted(wall.replace(microsecond=0))
+                   and fold_pass(second, tz) == 2)
+    if second_pass:
         notes.insert(0, f"{wall:%H:%M:%S} happens twice on {wall:%Y-%m-%d} in "
                         f"{state.timezone} (clocks went back), and this instant is its "
                         "second pass: the schedule fires that wall time in the first pass "
@@ -448,7 +461,10 @@ def _explain_between(state: ScheduleState, calendar: Calendar, tz: tzinfo,
     elif nxt > now and state.paused_at is not None:
         after = f"the next fire time is {_utc(nxt)}, but the schedule is {_pause_text(state)}"
     else:
-        after = f"the next is {_utc(nxt)}"
+        after = f"the next is {_utc(nxt)}{marks.get('the next fire', '')}"
     before = (f"the fire time at or just before it is {_utc(previous)}"
+              f"{marks.get('the fire before', '')}"
               if previous is not None else "its calendar has no fire time before it")
-    return answer("not_a_fire_time", f"{when} is not a fire time: {before}; {after}.")
+    what = ("not a fire time (the second pass of a repeated hour: the schedule fires "
+            "that wall time in the first pass only)" if second_pass else "not a fire time")
+    return answer("not_a_fire_time", f"{when} is {what}: {before}; {after}.")

@@ -241,3 +241,12 @@ def test_the_catch_up_window_and_the_jitter_of_the_marker() -> None:
     ahead = explain(timed, NOON + timedelta(minutes=5), NOON)
     assert ahead.kind == "will_fire" and ahead.run_at is None
     assert any("up to 30 s after the fire time" in d for d in ahead.details)
+
+
+def test_the_one_line_answer_names_the_dst_change() -> None:
+    est = explain(REPORT, datetime.fromisoformat("2027-03-14T02:30:00-05:00"), LATER)
+    assert "at or just before it is 2027-03-14 07:00:00 UTC (moved by the DST gap)" in \
+        est.summary
+    fold = explain(LONDON, SECOND_PASS, LATER)
+    assert "the second pass of a repeated hour" in fold.summary
+    assert "(in the repeated hour)" in fold.summary
