@@ -138,9 +138,6 @@ def explain_of(row: ScheduleRow, at: datetime, now: datetime,
         name=row.name, cron_expr=row.cron_expr, timezone=row.timezone,
         created_at=row.created_at, cursor=row.last_enqueued_at, paused_at=row.paused_at,
         paused_by=row.paused_by, pause_note=pause_note, retired=row.retired)
-    # HOOK(jitter): the window part's run time of a jittered fire (fire_times.run_times)
-    # is not on main yet. Once it is, pass it as jitter_delay= so that a fire to come
-    # shows when its job runs; until then explain says "up to N s after" the fire.
     return explain(state, at, now, jobs=jobs, occurrences=occurrences)
 
 

@@ -30,11 +30,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone, tzinfo
-from typing import Protocol
 
 from ..errors import AwaBeatError
 from .cron import load_timezone
-from .fire_times import Calendar, calendar_for, jitter_of, next_fire_after, parse_iso
+from .fire_times import (
+    Calendar,
+    calendar_for,
+    jitter_of,
+    next_fire_after,
+    parse_iso,
+    run_times,
+)
 from .markers import BoundedCalendar
 from .preview import fold_pass, mark_fire, wall_matcher
 
@@ -134,13 +140,6 @@ class Explanation:
     """A fire to come of a schedule with jitter: when its job will run."""
     timezone: str = "UTC"
     now: datetime | None = None
-
-
-class JitterDelay(Protocol):
-    """The delay that jitter puts on a schedule's fire (a deterministic function of the
-    schedule and the fire time), in seconds."""
-
-    def __call__(self, name: str, fire_time: datetime, jitter: float, /) -> float: ...
 
 
 INSTANT_HELP = ("ISO 8601 with a UTC offset or Z (e.g. 2027-03-14T02:30:00-05:00, "
@@ -268,7 +267,7 @@ def _job_text(job: FoundJob) -> str:
     else:
         parts.append("no longer in awa.jobs")
     if job.run_at is not None and job.fire_time is not None and job.run_at > job.fire_time:
-        parts.append(f"ran from {_utc(job.run_at)}")
+        parts.append(f"run time {_utc(job.run_at)} (jitter)")
     if job.started_at is not None:
         parts.append(f"started {_utc(job.started_at)}")
     if job.finished_at is not None:
@@ -288,13 +287,12 @@ def _occurrence_text(o: FoundOccurrence) -> str:
 
 
 def explain(state: ScheduleState, at: datetime, now: datetime, *,
-            jobs: tuple[FoundJob, ...] = (), occurrences: tuple[FoundOccurrence, ...] = (),
-            jitter_delay: JitterDelay | None = None) -> Explanation:
+            jobs: tuple[FoundJob, ...] = (), occurrences: tuple[FoundOccurrence, ...] = ()
+            ) -> Explanation:
     """Decide what happened or will happen at ``at`` (an aware datetime) to the schedule
     ``state``, given the ``jobs`` and ``occurrences`` found for the fire time that
     :func:`fire_time_of` names (and the jobs triggered by hand in ``at``'s second), and
-    the current time ``now``. ``jitter_delay`` computes a fire's delay for a schedule
-    with jitter (None: no run time is given)."""
+    the current time ``now``."""
     at = at.astimezone(UTC)
     base = {"name": state.name, "at": at, "timezone": state.timezone, "now": now,
             "jobs": jobs, "occurrences": occurrences}
@@ -306,13 +304,12 @@ def explain(state: ScheduleState, at: datetime, now: datetime, *,
                            **base)  # type: ignore[arg-type]
     second = _floor(at)
     if is_fire_time(calendar, second):
-        return _explain_fire(state, calendar, tz, second, now, base, jitter_delay)
+        return _explain_fire(state, calendar, tz, second, now, base)
     return _explain_between(state, calendar, tz, second, now, base)
 
 
 def _explain_fire(state: ScheduleState, calendar: Calendar, tz: tzinfo, fire: datetime,
-                  now: datetime, base: dict[str, object],
-                  jitter_delay: JitterDelay | None) -> Explanation:
+                  now: datetime, base: dict[str, object]) -> Explanation:
     jobs: tuple[FoundJob, ...] = base["jobs"]  # type: ignore[assignment]
     occurrences: tuple[FoundOccurrence, ...] = base["occurrences"]  # type: ignore[assignment]
     dst = _dst_note(calendar, fire, tz, state.timezone)
@@ -377,13 +374,13 @@ def _explain_fire(state: ScheduleState, calendar: Calendar, tz: tzinfo, fire: da
         if future:
             run_at = None
             jitter = jitter_of(calendar)
-            if jitter and jitter_delay is not None:
-                run_at = fire + timedelta(seconds=jitter_delay(state.name, fire, jitter))
+            # The same delay the fire gives the job (a function of the name and the fire
+            # time), so this is when the job will run.
+            delayed = run_times(state.name, calendar, [fire]) if jitter else None
+            if jitter and delayed:
+                run_at = delayed[0]
                 details.append(f"with its jitter of up to {jitter:g} s, the job will run "
                                f"at {_utc(run_at)}")
-            elif jitter:
-                details.append(f"with its jitter, the job will run up to {jitter:g} s "
-                               "after the fire time")
             return answer("will_fire", f"{when} is a fire time to come: it will fire then.",
                           run_at=run_at, following=nxt)
         late = (now - fire).total_seconds()

@@ -16,6 +16,7 @@ from awa_beat._db.database import Database, connect
 from awa_beat._db.records import RETIRED_BY, FireRequest
 from awa_beat._engine.engine import Engine
 from awa_beat._ops.operations import Operations
+from awa_beat._schedules.fire_times import calendar_for, run_times
 from awa_beat._schedules.spec import spec_from_entry
 from awa_beat._testing import FAKE_CLOCK_TOLERANCE, FakeClock
 from awa_beat.errors import NotFound, ValidationError
@@ -85,7 +86,7 @@ def test_awa_dispatch_reads_the_jobs_state(store: Database) -> None:
     assert found.jobs[0].state == "completed"
 
 
-def test_skipped_by_overlap_and_by_the_catch_up_window(store: Database) -> None:
+def test_skipped_by_overlap(store: Database) -> None:
     register(store, "nightly", overlap="skip", max_runtime=600)
     t1, t2 = T0 + MINUTE, T0 + 2 * MINUTE
     store.evaluator.fire([FireRequest("nightly", T0, [t1])])
@@ -93,14 +94,26 @@ def test_skipped_by_overlap_and_by_the_catch_up_window(store: Database) -> None:
     found = explain(store, "nightly", t2, t2)
     assert found.kind == "skipped" and "overlap" in found.summary
     assert found.occurrences[0].reason.startswith("overlap")
-    # The catch-up window records one row for the fire times it passed over.
-    with connect(store.conninfo) as c:
-        c.execute("INSERT INTO awa_beat.occurrences (schedule, kind, fire_time, "
-                  "last_fire_time, count, reason) VALUES ('nightly', 'skipped', %s, %s, 3, "
-                  "'catch-up window: older than 300 s')",
-                  (T0 + 10 * MINUTE, T0 + 12 * MINUTE))
-    found = explain(store, "nightly", T0 + 11 * MINUTE, T0 + 20 * MINUTE)
-    assert found.kind == "skipped" and "catch-up window" in found.summary
+
+
+def test_skipped_by_the_catch_up_window_and_run_late_by_jitter_through_the_engine(
+        store: Database) -> None:
+    register(store, "windowed", catch_up_window=120, jitter=20,
+             missed_fire_policy="catch_up")
+    now = T0 + 10 * MINUTE + timedelta(seconds=5)
+    Engine(store.evaluator, clock=FakeClock(now)).run_pass()
+    old = explain(store, "windowed", T0 + 3 * MINUTE, now)
+    assert old.kind == "skipped" and "older than the catch-up window" in old.summary
+    assert (old.occurrences[0].fire_time, old.occurrences[0].last_fire_time) == (
+        T0 + MINUTE, T0 + 8 * MINUTE)
+    recent = explain(store, "windowed", T0 + 9 * MINUTE, now)
+    assert recent.kind == "fired"
+    calendar = calendar_for(store.schedules.get("windowed").cron_expr, "UTC")
+    assert [recent.jobs[0].run_at] == run_times("windowed", calendar, [T0 + 9 * MINUTE])
+    assert any("(jitter)" in d for d in recent.details)
+    ahead = explain(store, "windowed", T0 + 20 * MINUTE, now)
+    assert ahead.kind == "will_fire"
+    assert [ahead.run_at] == run_times("windowed", calendar, [T0 + 20 * MINUTE])
 
 
 def test_coalesced_through_the_engine(store: Database) -> None:

@@ -18,7 +18,7 @@ from awa_beat._schedules.explain import (
     fire_at_or_before,
     fire_time_of,
 )
-from awa_beat._schedules.fire_times import calendar_for
+from awa_beat._schedules.fire_times import calendar_for, run_times
 
 UTC = timezone.utc
 CREATED = datetime(2027, 1, 1, tzinfo=UTC)
@@ -105,25 +105,13 @@ def test_before_created_no_record_due_and_will_fire() -> None:
     assert ahead.next == NOON + timedelta(minutes=6)
 
 
-def test_will_fire_with_its_jittered_run_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    class Jittered:
-        """A calendar with jitter, as the window part exposes it."""
-
-        def __init__(self) -> None:
-            self.inner = calendar_for("0 * * * * *", "UTC")
-            self.jitter = 30.0
-
-        def next_from(self, start: datetime, *, inclusive: bool = True) -> datetime | None:
-            return self.inner.next_from(start, inclusive=inclusive)
-
-        def next_epoch(self, start: int, inclusive: bool = True) -> int | None:
-            return self.inner.next_epoch(start, inclusive)
-
-    monkeypatch.setattr("awa_beat._schedules.explain.calendar_for",
-                        lambda expr, zone: Jittered())
+def test_will_fire_with_its_jittered_run_time() -> None:
+    jittered = replace(MINUTELY, cron_expr="@cron 0 * * * * * | jitter=30")
     at = NOON + timedelta(minutes=5)
-    found = explain(MINUTELY, at, NOON, jitter_delay=lambda name, t, j: j / 3)
-    assert found.kind == "will_fire" and found.run_at == at + timedelta(seconds=10)
+    found = explain(jittered, at, NOON)
+    (expected,) = run_times("minutely", calendar_for(jittered.cron_expr, "UTC"), [at]) or []
+    assert found.kind == "will_fire" and found.run_at == expected
+    assert at <= expected < at + timedelta(seconds=30)
     assert any("jitter of up to 30 s" in d for d in found.details)
 
 
@@ -239,8 +227,8 @@ def test_the_catch_up_window_and_the_jitter_of_the_marker() -> None:
     fresh = explain(timed, NOON + timedelta(minutes=1), NOON + timedelta(seconds=90))
     assert not any("catch-up window" in d for d in fresh.details)
     ahead = explain(timed, NOON + timedelta(minutes=5), NOON)
-    assert ahead.kind == "will_fire" and ahead.run_at is None
-    assert any("up to 30 s after the fire time" in d for d in ahead.details)
+    assert ahead.kind == "will_fire" and ahead.run_at is not None
+    assert any("jitter of up to 30 s" in d for d in ahead.details)
 
 
 def test_the_one_line_answer_names_the_dst_change() -> None:
