@@ -22,7 +22,7 @@ from .._db.conninfo import Connection, database_url, settings_from_app
 from .._db.database import Database
 from .._db.embedded import resolve_database_url
 from .._db.records import ScheduleRow
-from .._schedules.explain import Explanation, fire_time_of
+from .._schedules.explain import Explanation, fire_time_of, instant_problem
 from .._schedules.markers import max_runs
 from .._schedules.preview import Preview
 from .._schedules.runs import overdue_reasons
@@ -395,9 +395,10 @@ class Operations:
         datetime), and why, as of ``now`` (default: the clock's); see
         :mod:`awa_beat._schedules.explain`. Read only. Raises
         :class:`~awa_beat.errors.NotFound`, or :class:`~awa_beat.errors.ValidationError`
-        naming ``at`` for a naive datetime."""
-        if not isinstance(at, datetime) or at.tzinfo is None or at.utcoffset() is None:
-            raise ValidationError([(name, "at", "must be a datetime with a UTC offset")])
+        naming ``at`` for a naive datetime or one outside 1970 to 9999."""
+        problem = instant_problem(at) if isinstance(at, datetime) else "must be a datetime"
+        if problem:
+            raise ValidationError([(name, "at", problem)])
         row = self.store.schedules.get(name)
         now = self.clock() if now is None else now
         fire = fire_time_of(row.cron_expr, row.timezone, at)

@@ -161,7 +161,30 @@ def parse_instant(text: str, now: datetime) -> datetime:
     if at is None or at.tzinfo is None or at.utcoffset() is None:
         why = "has no UTC offset" if at is not None else "is not an instant"
         raise ValueError(f"{text[:64]!r} {why}: give {INSTANT_HELP}")
+    problem = instant_problem(at)
+    if problem:
+        raise ValueError(f"{text[:64]!r} {problem}")
     return at
+
+
+#: The instants explain answers for: the calendars' range (markers write instants from
+#: 1970 to 9999), and room for the search of the fire time before one.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
+
+
+def instant_problem(at: datetime) -> str | None:
+    """Why ``at`` cannot be explained (no UTC offset, or outside :data:`EARLIEST` to
+    :data:`LATEST`), or None."""
+    if at.tzinfo is None or at.utcoffset() is None:
+        return "must be a datetime with a UTC offset"
+    try:
+        utc = at.astimezone(UTC)
+    except OverflowError:
+        utc = None
+    if utc is None or not EARLIEST <= utc <= LATEST:
+        return "is out of range: an instant from 1970 to 9999 (UTC)"
+    return None
 
 
 def _utc(t: datetime) -> str:

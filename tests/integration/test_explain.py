@@ -225,6 +225,8 @@ def test_errors(store: Database) -> None:
         ops.explain("nope", T0)
     with pytest.raises(ValidationError, match="'at'"):
         ops.explain("minutely", datetime(2026, 1, 5, 9, 0))
+    with pytest.raises(ValidationError, match="from 1970 to 9999"):
+        ops.explain("minutely", datetime(1, 1, 1, tzinfo=UTC))
 
 
 def test_explain_writes_nothing(store: Database) -> None:

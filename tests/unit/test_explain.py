@@ -17,6 +17,8 @@ from awa_beat._schedules.explain import (
     explain,
     fire_at_or_before,
     fire_time_of,
+    instant_problem,
+    parse_instant,
 )
 from awa_beat._schedules.fire_times import calendar_for, run_times
 
@@ -238,3 +240,21 @@ def test_the_one_line_answer_names_the_dst_change() -> None:
     fold = explain(LONDON, SECOND_PASS, LATER)
     assert "the second pass of a repeated hour" in fold.summary
     assert "(in the repeated hour)" in fold.summary
+
+
+@pytest.mark.parametrize("text, words", [
+    ("2027-01-01T07:30:00", "has no UTC offset"), ("tomorrow", "is not an instant"),
+    ("0001-01-01T00:00:00Z", "out of range: an instant from 1970 to 9999"),
+    ("1969-12-31T23:59:59Z", "out of range"),
+])
+def test_the_instant_refused(text: str, words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        parse_instant(text, LATER)
+
+
+def test_the_instant_read() -> None:
+    assert parse_instant(" now ", LATER) == LATER
+    assert parse_instant("2027-03-14T02:30:00-05:00", LATER) == MOVED + timedelta(minutes=30)
+    assert parse_instant("2027-03-14T07:00:00.5Z", LATER) == MOVED + timedelta(
+        milliseconds=500)
+    assert instant_problem(datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)) is None
