@@ -20,6 +20,8 @@ import os
 import re
 import subprocess
 import sys
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 
@@ -188,9 +190,6 @@ def dashboard(shared_matrix_db: MatrixDB) -> Iterator[str]:
 
 def raw(base: str, **query: str) -> str:
     """The page's HTML as sent (entities not decoded), to check the escaping."""
-    import urllib.parse
-    import urllib.request
-
     url = f"{base}/schedule?{urllib.parse.urlencode(query)}"
     with urllib.request.urlopen(url, timeout=30) as response:
         return str(response.read().decode())
@@ -223,3 +222,13 @@ def test_the_dashboard_names_a_bad_instant_and_escapes_it(dashboard: str) -> Non
     assert "has no UTC offset" in naive
     nothing = get(dashboard, "/schedule", name="cron-zone")
     assert 'id="explain"' not in nothing and 'id="explain-error"' not in nothing
+
+
+def test_the_dashboards_history_links_each_fire_to_its_explanation(dashboard: str) -> None:
+    # The retired entry's runs were fired by the real engine when the catalogue was stored.
+    page = raw(dashboard, name="retired")
+    links = re.findall(r'<a href="([^"]+)#explain" data-explain', page)
+    assert len(links) == 2, page[-2000:]
+    query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(html.unescape(links[0])).query))
+    explained = get(dashboard, "/schedule", **query)
+    assert '<div id="explain" data-kind="fired">' in explained
