@@ -12,6 +12,7 @@ from importlib import import_module
 
 from .errors import (
     AwaBeatError,
+    BackfillRefused,
     BrokerError,
     ConfigError,
     DatabaseUnavailable,
@@ -44,7 +45,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ._celery.scheduler import Scheduler
     from ._ops.api import Schedules
-    from ._ops.records import ScheduleView
+    from ._ops.records import BackfillResult, ScheduleView
     from ._schedules.calendars import at
     from ._schedules.explain import Explanation
     from ._schedules.preview import Preview
@@ -57,6 +58,7 @@ _LAZY = {
     "Schedules": "_ops.api",
     "ScheduleSpec": "_schedules.spec",
     "ScheduleView": "_ops.records",
+    "BackfillResult": "_ops.records",
     "Preview": "_schedules.preview",
     "Explanation": "_schedules.explain",
     "at": "_schedules.calendars",
@@ -65,6 +67,8 @@ _LAZY = {
 
 __all__ = [
     "AwaBeatError",
+    "BackfillRefused",
+    "BackfillResult",
     "BrokerError",
     "ConfigError",
     "DataRefused",

@@ -113,6 +113,12 @@ class ScheduleOwned(ScheduleConflict):
     than awa-beat): change it there, or take it over with ``force=True`` / ``--force``."""
 
 
+class BackfillRefused(ScheduleConflict):
+    """A backfill was refused (a bad range, more fire times than its limit, fire times
+    after the schedule's cursor, or a run in progress under overlap ``skip``); nothing
+    was written."""
+
+
 class SessionLockUnsupported(StoreError):
     """Session advisory locks do not hold on this connection (transaction pooling?)."""
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import click
 
 from .. import __version__
+from .backfill import backfill
 from .cluster import status
 from .doctor import doctor
 from .explain import explain_
@@ -31,6 +32,6 @@ def main() -> None:
     """awa-beat: a PostgreSQL-backed, highly available Celery beat."""
 
 
-for _command in (migrate, list_, add, edit, pause, resume, trigger, remove, show, preview_,
-                 explain_, history, export, status, doctor, import_, web):
+for _command in (migrate, list_, add, edit, pause, resume, trigger, backfill, remove, show,
+                 preview_, explain_, history, export, status, doctor, import_, web):
     main.add_command(_command)

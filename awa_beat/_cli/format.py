@@ -110,7 +110,8 @@ def last_fire_text(view: ScheduleView) -> str:
 
 def job_json(job: JobRecord) -> dict[str, Any]:
     return {"job_id": job.job_id, "schedule": job.schedule, "fire_time": job.fire_time,
-            "triggered_manually": job.triggered_manually, "state": job.state,
+            "triggered_manually": job.triggered_manually, "backfilled": job.backfilled,
+            "state": job.state,
             "task_id": job.task_id, "created_at": iso(job.created_at)}
 
 

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import psycopg
+import psycopg.types.json
 from psycopg.rows import dict_row
 
 from ..errors import NotFound, WriteNotApplied, first_line
@@ -31,6 +32,10 @@ logger = logging.getLogger('awa_beat.store')
 
 #: Connections a start-up sync compares its batches on at once (the pool has four).
 SYNC_CONNECTIONS = 3
+
+#: The first key of the two-key advisory lock that backfills of one schedule take turns
+#: under (the second is the hash of the name): "awab" in ASCII.
+BACKFILL_LOCK_CLASS = 0x61776162
 
 
 def changed(conn: psycopg.Connection, row: Any, name: str, action: str) -> Any:
@@ -263,6 +268,46 @@ class ScheduleStore:
                 except NotFound:
                     return False
         return True
+
+    # -- backfills (docs/operating-time.md) ----------------------------------------------
+
+    def backfill_plan(self, name: str, fire_times: Sequence[datetime]) -> list[datetime]:
+        """Return which of ``fire_times`` (in order) have no job yet, so that a backfill
+        would give each one; nothing is written."""
+        if not fire_times:
+            return []
+        with self.db.connection() as conn, wrap_errors(f"planning a backfill of {name!r}"):
+            return [r[0] for r in conn.execute(queries["backfill_plan"], {
+                "name": name, "fire_times": list(fire_times)})]
+
+    def backfill(self, name: str, fire_times: Sequence[datetime], *, by: str,
+                 audit: dict[str, Any] | None = None) -> list[tuple[datetime, int]]:
+        """Insert one job for each of ``fire_times`` (in order, none after the cursor)
+        that has none yet, as if the schedule had fired then, and return the fire times
+        that got one with the job's id. Backfills of one schedule take turns under an
+        advisory lock, so two at once (two replicas, two operators) never give a fire
+        time two jobs. ``audit``: an audit log entry (``record_audit``'s fields) written
+        in the same transaction, so it is there exactly when the jobs are."""
+        with self.db.connection() as conn, wrap_errors(f"backfilling {name!r}"), \
+                conn.transaction():
+            conn.execute(queries["backfill_lock"],
+                         {"lock_class": BACKFILL_LOCK_CLASS, "name": name})
+            rows = conn.execute(self.db.layout.statements["backfill"], {
+                "name": name, "fire_times": list(fire_times), "by": by}).fetchall()
+            inserted = [(r[0], int(r[1])) for r in rows]
+            if audit is not None:
+                detail = {**audit.get("detail", {}), "inserted": len(inserted),
+                          "skipped": len(fire_times) - len(inserted)}
+                conn.execute(queries["record_audit"], {
+                    **audit, "detail": psycopg.types.json.Jsonb(detail)})
+        return inserted
+
+    def run_in_progress(self, name: str) -> dict[str, Any] | None:
+        """Return the newest run of ``name`` that has not finished (``job_id``,
+        ``fire_time``, ``state``), or None."""
+        with self.db.connection() as conn, wrap_errors(f"reading the runs of {name!r}"):
+            cur = conn.cursor(row_factory=dict_row)
+            return cur.execute(queries["backfill_run_in_progress"], {"name": name}).fetchone()
 
     def jobs(self, name: str, limit: int = 10) -> list[dict[str, Any]]:
         """Return the newest jobs fired or triggered for ``name``."""

@@ -17,6 +17,9 @@ dispatch, deployment), so it fires exactly as it would from the configuration::
     schedules.update("tenant-42-report", schedule=crontab(hour=8))  # the rest stays
     schedules.pause("tenant-42-report"); schedules.resume("tenant-42-report")
     schedules.trigger("tenant-42-report")        # one job now
+    schedules.backfill("tenant-42-report",       # a job for each fire of last month
+                       datetime(2026, 11, 1, tzinfo=timezone.utc),
+                       datetime(2026, 11, 30, 23, 59, tzinfo=timezone.utc))
     schedules.get("tenant-42-report").next_fire
     schedules.add_many({f"tenant-{t}-report": {"task": "reports.build",
                                               "schedule": crontab(hour=7),
@@ -54,12 +57,13 @@ from typing import Any
 from .._config import Settings
 from .._db.conninfo import caller_connection
 from .._db.database import Database
+from .._schedules.backfill import BACKFILL_LIMIT
 from .._schedules.explain import Explanation
 from .._schedules.preview import Preview
 from .._schedules.spec import ScheduleSpec
 from ..errors import ValidationError
 from .operations import Operations, find_database_url, settings_for
-from .records import ScheduleView
+from .records import BackfillResult, ScheduleView
 
 __all__ = ["Schedules"]
 
@@ -184,6 +188,29 @@ class Schedules:
     def trigger(self, name: str, *, conn: Connection = None) -> int:
         """Enqueue one job of ``name`` now, even while paused; the job's id."""
         return self._ops.trigger(name, conn=caller_connection(conn))
+
+    def backfill(self, name: str, start: datetime, end: datetime, *, overlap: str = "allow",
+                 limit: int = BACKFILL_LIMIT, dry_run: bool = False) -> BackfillResult:
+        """Give one job to each fire time of ``name``'s calendar from ``start`` to ``end``
+        (aware datetimes, both included), in order, each as if the schedule had fired
+        then: the job's fire time is the nominal one, and its metadata says
+        ``"backfilled": true``. Idempotent: a fire time that has a job already (an
+        earlier backfill's, the schedule's own fire, a reported outcome) is skipped, even
+        when two backfills run at once. The cursor is not moved, so the schedule's own
+        fires go on as planned; fire times after it are refused, since they are the
+        schedule's own. A paused schedule may be backfilled.
+
+        ``overlap``: ``"allow"`` (every job is available at once) or ``"skip"`` (refused
+        while a run of the schedule has not finished). ``limit``: the most fire times one
+        call inserts (default 100,000, at most 1,000,000); a range with more is refused
+        with the count. ``dry_run``: say what would be inserted and skipped, and write
+        nothing. The call is recorded in the audit log (action ``backfill``).
+
+        Returns a :class:`~awa_beat._ops.records.BackfillResult`; raises
+        :class:`~awa_beat.errors.BackfillRefused` (nothing written) or
+        :class:`~awa_beat.errors.NotFound`."""
+        return self._ops.backfill(name, start, end, overlap=overlap, limit=limit,
+                                  dry_run=dry_run, source="api")
 
     def remove(self, name: str, *, conn: Connection = None) -> None:
         """Delete ``name`` (:class:`~awa_beat.errors.NotFound` if there is none); the jobs

@@ -10,6 +10,7 @@ time from an injectable clock. What it knows of the beats lives in
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import socket
 import time
@@ -22,18 +23,29 @@ from .._db.conninfo import Connection, database_url, settings_from_app
 from .._db.database import Database
 from .._db.embedded import resolve_database_url
 from .._db.records import ScheduleRow
+from .._schedules.backfill import BACKFILL_LIMIT, BACKFILL_MAX_LIMIT, OVERLAPS, fires_in_range
 from .._schedules.explain import Explanation, fire_time_of, instant_problem
+from .._schedules.fire_times import calendar_for
 from .._schedules.markers import max_runs
 from .._schedules.preview import Preview
-from .._schedules.runs import overdue_reasons
+from .._schedules.runs import overdue_reasons, whole_second
 from .._schedules.spec import DEFAULT_MAX_RUNTIME, ScheduleSpec, specs_from_beat_schedule
 from .._schedules.stored_entries import merge_entry
-from ..errors import NotFound, ScheduleExists, ScheduleOwned, StoreError, ValidationError
+from ..errors import (
+    AwaBeatError,
+    BackfillRefused,
+    NotFound,
+    ScheduleExists,
+    ScheduleOwned,
+    StoreError,
+    ValidationError,
+)
 from .cluster import Cluster
 from .records import (
     COUNT_LIMIT,
     FAILED_OUTCOMES,
     AuditEntry,
+    BackfillResult,
     Delivery,
     JobRecord,
     Occurrence,
@@ -53,6 +65,17 @@ Clock = Callable[[], datetime]
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
+
+
+def _iso(t: datetime | None) -> str:
+    return "-" if t is None else t.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def _iso_or_text(t: Any) -> str:
+    """An instant as the audit log keeps it (what was given, if it is not one)."""
+    if isinstance(t, datetime) and t.tzinfo is not None and t.utcoffset() is not None:
+        return _iso(t)
+    return repr(t)
 
 
 def whoami() -> str:
@@ -227,6 +250,105 @@ class Operations:
     def trigger(self, name: str, *, conn: Connection[Any] | None = None) -> int:
         """Enqueue one job for ``name`` now, even while paused; the id of that job."""
         return self.store.schedules.trigger(name, conn=conn)
+
+    def backfill(self, name: str, start: datetime, end: datetime, *,
+                 overlap: str = "allow", limit: int | None = None, dry_run: bool = False,
+                 actor: str | None = None, source: str = "api",
+                 remote_addr: str | None = None) -> BackfillResult:
+        """Give one job to each fire time of ``name``'s calendar in ``[start, end]``, in
+        order, as if it had fired then (docs/operating-time.md), and say which fire times
+        got one and which were skipped because they had one already. The cursor is not
+        moved; a paused schedule may be backfilled.
+
+        Refused with :class:`BackfillRefused`, nothing written: a naive or reversed
+        range, a range with more than ``limit`` fire times (default
+        :data:`BACKFILL_LIMIT`, at most :data:`BACKFILL_MAX_LIMIT`), fire times after the
+        cursor (the schedule's own to fire), an ``overlap`` other than ``allow`` and
+        ``skip``, or under ``skip`` a run of the schedule that has not finished.
+        ``dry_run`` writes nothing. A call that is not a dry run is recorded in the
+        audit log (action ``backfill``) by ``actor`` (default ``user@host``) through
+        ``source``, whether it succeeded or was refused."""
+        audit: dict[str, Any] = {
+            "actor": actor or whoami(), "source": source, "remote_addr": remote_addr,
+            "action": "backfill", "schedule": name,
+            "detail": {"from": _iso_or_text(start), "to": _iso_or_text(end),
+                       "overlap": overlap}}
+        try:
+            return self._backfill(name, start, end, overlap=overlap, limit=limit,
+                                  dry_run=dry_run, audit=audit)
+        except AwaBeatError as exc:
+            if not dry_run:
+                with contextlib.suppress(StoreError):  # the refusal is what the caller needs
+                    self.record_action(**{**audit, "outcome": f"error: {exc}"})
+            raise
+
+    def _backfill(self, name: str, start: datetime, end: datetime, *, overlap: str,
+                  limit: int | None, dry_run: bool, audit: dict[str, Any]) -> BackfillResult:
+        def refused(why: str) -> BackfillRefused:
+            return BackfillRefused(f"backfill of {name!r} refused: {why}; nothing was written")
+
+        for field, value in (("start", start), ("end", end)):
+            if not isinstance(value, datetime):
+                raise refused(f"{field} must be a datetime, not {value!r}")
+            if value.tzinfo is None or value.utcoffset() is None:
+                raise refused(f"{field} ({value.isoformat()}) has no time zone: give an "
+                              "aware datetime (with an offset, or Z)")
+        if start > end:
+            raise refused(f"start ({_iso(start)}) is after end ({_iso(end)})")
+        if overlap not in OVERLAPS:
+            raise refused(f"overlap must be one of {', '.join(OVERLAPS)}, not {overlap!r}")
+        if limit is None:
+            limit = BACKFILL_LIMIT
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise refused(f"limit must be a whole number from 1 to {BACKFILL_MAX_LIMIT}, "
+                          f"not {limit!r}")
+        if limit > BACKFILL_MAX_LIMIT:
+            raise refused(f"limit {limit} is above the maximum of {BACKFILL_MAX_LIMIT}; "
+                          "backfill the range in parts")
+        row = self.store.schedules.get(name)
+        calendar = calendar_for(row.cron_expr, row.timezone)
+        fires = fires_in_range(calendar, start, end, limit + 1)
+        if len(fires) > limit:
+            raise refused(f"the range {_iso(start)} to {_iso(end)} has more than {limit} "
+                          "fire times (the limit of one call); backfill a shorter range, or "
+                          "raise the limit")
+        # The cursor is where the schedule's own fires stand: what is after it, it fires
+        # itself. Without one (a row Awa wrote that never fired), its first fire is the
+        # latest one from a minute before it was written.
+        cursor = row.last_enqueued_at
+        boundary = cursor if cursor is not None \
+            else whole_second(row.created_at) - timedelta(seconds=61)
+        late = [f for f in fires if f > boundary]
+        if late:
+            where = (f"its cursor ({_iso(cursor)}), the last fire time it reached"
+                     if cursor is not None else
+                     f"the first fire time it may fire itself (it has not fired; it was "
+                     f"written {_iso(row.created_at)})")
+            raise refused(f"{len(late)} fire time(s) of the range, from {_iso(late[0])}, "
+                          f"are after {where}: those are the schedule's own to fire; end "
+                          f"the range at or before {_iso(boundary)}")
+        if overlap == "skip":
+            running = self.store.schedules.run_in_progress(name)
+            if running is not None:
+                job = f"job {running['job_id']}, " if running["job_id"] is not None else ""
+                raise refused(f"overlap 'skip': its run of fire time "
+                              f"{running['fire_time'] or '(a manual trigger)'} ({job}"
+                              f"{running['state']}) has not finished")
+        if dry_run:
+            wanted = self.store.schedules.backfill_plan(name, fires)
+            fresh = set(wanted)
+            return BackfillResult(name, start, end, tuple(wanted),
+                                  tuple(f for f in fires if f not in fresh), dry_run=True)
+        if not fires:
+            self.record_action(**{**audit, "outcome": "ok",
+                                  "detail": {**audit["detail"], "inserted": 0, "skipped": 0}})
+            return BackfillResult(name, start, end, (), ())
+        done = self.store.schedules.backfill(name, fires, by=audit["actor"],
+                                             audit={**audit, "outcome": "ok"})
+        given = {f for f, _ in done}
+        return BackfillResult(name, start, end, tuple(f for f, _ in done),
+                              tuple(f for f in fires if f not in given),
+                              tuple(i for _, i in done))
 
     def remove(self, name: str, *, conn: Connection[Any] | None = None) -> None:
         """Delete ``name``'s row; the jobs it already fired stay."""

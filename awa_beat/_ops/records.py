@@ -115,13 +115,61 @@ class JobRecord:
     task_id: str | None
     """The Celery task id, which the job has once the bridge has published it."""
     created_at: datetime
+    backfilled: bool = False
+    """Whether a backfill inserted the job (for its nominal fire time) rather than a fire."""
 
     @classmethod
     def from_job(cls, job: Mapping[str, Any]) -> JobRecord:
         meta = job["metadata"] or {}
         return cls(job["id"], meta.get("cron_name"), meta.get("cron_fire_time"),
                    bool(meta.get("triggered_manually")), job["state"],
-                   meta.get("celery_task_id"), job["created_at"])
+                   meta.get("celery_task_id"), job["created_at"],
+                   meta.get("backfilled") is True)
+
+
+@dataclass(frozen=True)
+class BackfillResult:
+    """What a backfill did (:meth:`awa_beat.Schedules.backfill`), or would do in a dry
+    run: the fire times of the range that got a job, and those skipped because they had
+    one already."""
+
+    schedule: str
+    start: datetime
+    end: datetime
+    inserted: tuple[datetime, ...]
+    """The fire times given a job, in order (in a dry run: that would be)."""
+    skipped: tuple[datetime, ...]
+    """The fire times left alone because they had a job already: one a backfill gave, one
+    the schedule fired, or one with a reported outcome."""
+    job_ids: tuple[int, ...] = ()
+    """The ids of the jobs inserted, in the order of :attr:`inserted` (none in a dry
+    run)."""
+    dry_run: bool = False
+
+    @property
+    def inserted_count(self) -> int:
+        return len(self.inserted)
+
+    @property
+    def skipped_count(self) -> int:
+        return len(self.skipped)
+
+    @property
+    def fire_times(self) -> tuple[datetime, ...]:
+        """Every fire time of the range, in order."""
+        return tuple(sorted(self.inserted + self.skipped))
+
+    @property
+    def first(self) -> datetime | None:
+        """The first fire time of the range, or None when it has none."""
+        times = self.fire_times
+        return times[0] if times else None
+
+    @property
+    def last(self) -> datetime | None:
+        """The last fire time of the range, or None when it has none."""
+        times = self.fire_times
+        return times[-1] if times else None
 
 
 @dataclass(frozen=True)
@@ -131,7 +179,7 @@ class Occurrence:
     out."""
 
     kind: str
-    """``fired``, ``triggered``, ``skipped`` or ``coalesced``."""
+    """``fired``, ``triggered``, ``backfilled``, ``skipped`` or ``coalesced``."""
     at: datetime
     """The fire time. For a trigger it is when the trigger was made, and for a coalesce
     it is the first fire left out."""

@@ -162,7 +162,8 @@ DEFAULT_MAX_RUNTIME = 3600.0
 DISPATCHES = ("celery", "awa")
 #: The metadata keys written on every fired job. A user's value for one would be
 #: overwritten.
-RESERVED_METADATA = {"cron_name", "cron_fire_time", "triggered_manually", "celery", "awa_beat"}
+RESERVED_METADATA = {"cron_name", "cron_fire_time", "triggered_manually", "backfilled", "celery",
+                     "awa_beat"}
 _ENTRY_KEYS = {"task", "schedule", "args", "kwargs", "options", "relative"}
 #: The most bytes (in UTF-8) that a name may have. PostgreSQL indexes names (in the
 #: primary key, and elsewhere with a time or a job id beside them), and a btree entry

@@ -433,6 +433,116 @@ SELECT j.id
        c.tags, NULL, NULL) AS j
  WHERE c.name = %(name)s;
 
+-- backfill_lock --
+-- Backfills of one schedule take turns (docs/operating-time.md): held to the end of the
+-- transaction, so that the next backfill's insert, a statement started after this one
+-- committed, sees the jobs it inserted and skips their fire times. Two-key advisory locks
+-- are apart from the leader's one-key lock.
+SELECT pg_advisory_xact_lock(%(lock_class)s::int, hashtext(%(name)s));
+
+-- fragment backfill_wanted --
+-- The fire times asked for (%(fire_times)s, in order) that have no job yet: none that a
+-- backfill gave a job (awa_beat.backfills), none that the schedule fired itself (a job
+-- with that cron_name and cron_fire_time, in the text form the fire statement writes,
+-- which sorts in time order) and none with a reported outcome (its job may be gone).
+WITH asked AS (
+    SELECT t AS fire_time, t::text AS fire_text, ord
+      FROM unnest(%(fire_times)b::timestamptz[]) WITH ORDINALITY AS u(t, ord)
+), fired AS (
+    SELECT DISTINCT j.metadata ->> 'cron_fire_time' AS fire_text
+      FROM awa.jobs j
+     WHERE j.metadata ->> 'cron_name' = %(name)s AND j.metadata ? 'cron_name'
+       AND j.metadata ->> 'cron_fire_time' BETWEEN (SELECT min(fire_text) FROM asked)
+                                                AND (SELECT max(fire_text) FROM asked)
+), wanted AS (
+    SELECT a.* FROM asked a
+     WHERE NOT EXISTS (SELECT FROM awa_beat.backfills b
+                        WHERE b.schedule = %(name)s AND b.fire_time = a.fire_time)
+       AND NOT EXISTS (SELECT FROM fired f WHERE f.fire_text = a.fire_text)
+       AND NOT EXISTS (SELECT FROM awa_beat.outcomes o
+                        WHERE o.schedule = %(name)s AND o.fire_time = a.fire_text)
+
+-- backfill_plan --
+-- `awa-beat backfill --dry-run`: which of the fire times asked for would get a job.
+{{backfill_wanted}}
+)
+SELECT fire_time FROM wanted ORDER BY ord;
+
+-- backfill [standalone] --
+-- `awa-beat backfill`: one job for each fire time asked for that has none yet, in fire
+-- time order, as the fire statement inserts a fire's job (its metadata, cron_fire_time
+-- in the same text form) plus "backfilled": true; a row of awa_beat.backfills for each,
+-- its key the guard against a second job. Only fire times at or before the cursor: the
+-- later ones are the schedule's own to fire. The cursor is not moved. Run after
+-- backfill_lock, in its transaction.
+{{backfill_wanted}}
+), sched AS (
+    SELECT c.name, c.kind, c.queue, c.args, c.priority, c.max_attempts, c.tags, c.metadata,
+           c.last_enqueued_at
+      FROM awa.cron_jobs c WHERE c.name = %(name)s
+), inserted AS (
+    INSERT INTO awa.jobs (kind, queue, args, state, priority, max_attempts, metadata, tags)
+    SELECT s.kind, s.queue, s.args, 'available', s.priority, s.max_attempts,
+           s.metadata || jsonb_build_object('cron_name', s.name, 'cron_fire_time', w.fire_text,
+                                            'backfilled', true),
+           s.tags
+      {{backfill_rows}}
+    RETURNING id, (metadata ->> 'cron_fire_time')::timestamptz AS fire_time
+{{backfill_record}}
+
+-- backfill [awa] --
+-- The same on a database migrated by Awa, through awa.insert_job_compat as its cron does.
+{{backfill_wanted}}
+), sched AS (
+    SELECT c.name, c.kind, c.queue, c.args, c.priority, c.max_attempts, c.tags, c.metadata,
+           c.last_enqueued_at
+      FROM awa.cron_jobs c WHERE c.name = %(name)s
+), ordered AS (
+    SELECT s.*, w.fire_time, w.fire_text, w.ord
+      {{backfill_rows}}
+), inserted AS (
+    SELECT j.id, o.fire_time
+      FROM ordered o CROSS JOIN LATERAL awa.insert_job_compat(
+           o.kind, o.queue, o.args, 'available'::awa.job_state, o.priority, o.max_attempts, NULL,
+           o.metadata || jsonb_build_object('cron_name', o.name, 'cron_fire_time', o.fire_text,
+                                            'backfilled', true),
+           o.tags, NULL, NULL) AS j
+{{backfill_record}}
+
+-- fragment backfill_rows --
+-- The fire times a backfill gives a job, in order: those at or before the cursor.
+  FROM sched s JOIN wanted w ON w.fire_time <= s.last_enqueued_at
+ ORDER BY w.ord
+
+-- fragment backfill_record --
+-- The backfill's rows, then the fire times that got a job, with the job's id.
+), recorded AS (
+    INSERT INTO awa_beat.backfills (schedule, fire_time, job_id, backfilled_by)
+    SELECT %(name)s, i.fire_time, i.id, %(by)s FROM inserted i
+    ON CONFLICT (schedule, fire_time) DO NOTHING
+)
+SELECT fire_time, id FROM inserted ORDER BY fire_time;
+
+-- backfill_run_in_progress --
+-- A backfill with overlap 'skip': the newest run of the schedule %(name)s that has not
+-- finished, if any: for Awa dispatch a job of it waiting or running, for Celery
+-- dispatch one still in the outbox or reported started (or retried) and not finished.
+(SELECT j.id AS job_id, j.metadata ->> 'cron_fire_time' AS fire_time, j.state::text AS state
+   FROM awa.jobs j
+  WHERE j.metadata ->> 'cron_name' = %(name)s AND j.metadata ? 'cron_name'
+    AND (j.state::text IN ('scheduled', 'available', 'running', 'retryable', 'waiting_external')
+         AND ((j.metadata -> 'celery' ->> 'dispatch') IS DISTINCT FROM 'celery'
+              OR j.state::text = 'available'))
+  ORDER BY j.id DESC
+  LIMIT 1)
+UNION ALL
+(SELECT o.job_id, o.fire_time, o.state
+   FROM awa_beat.outcomes o
+  WHERE o.schedule = %(name)s AND o.state IN ('started', 'retried') AND o.finished_at IS NULL
+  ORDER BY o.started_at DESC NULLS LAST
+  LIMIT 1)
+LIMIT 1;
+
 -- unretire_schedule --
 -- A retired schedule (its last allowed run fired) whose run limit was just changed, in
 -- the transaction of that change: resumed when runs are left under its limit (or it has
@@ -447,10 +557,13 @@ RETURNING c.name;
 -- remove_schedule --
 -- Jobs already fired are not touched; a run count goes with the row (a schedule added
 -- again under the name starts from none). The owner and the count go only with a row
--- that went: a trigger that skips the delete leaves all three as they were.
+-- that went: a trigger that skips the delete leaves all three as they were. Its backfill
+-- rows go too: a schedule added again under the name may backfill afresh.
 WITH gone AS (DELETE FROM awa.cron_jobs WHERE name = %(name)s RETURNING name),
      unowned AS (DELETE FROM awa_beat.schedules WHERE name IN (SELECT name FROM gone)),
-     uncounted AS (DELETE FROM awa_beat.schedule_runs WHERE name IN (SELECT name FROM gone))
+     uncounted AS (DELETE FROM awa_beat.schedule_runs WHERE name IN (SELECT name FROM gone)),
+     unbackfilled AS (DELETE FROM awa_beat.backfills
+                       WHERE schedule IN (SELECT name FROM gone))
 SELECT count(*) AS removed FROM gone;
 
 -- schedule_exists --
@@ -935,7 +1048,7 @@ SELECT (SELECT count(*) FROM old_outcomes) + (SELECT count(*) FROM old_occurrenc
 
 -- schedule_history --
 -- `awa-beat history [NAME]`: the occurrences of the schedule %(name)s (NULL: of every
--- schedule), newest first: its jobs (fired or triggered) with what became of them
+-- schedule), newest first: its jobs (fired, triggered or backfilled) with what became of them
 -- (Celery dispatch: the workers' reports; Awa dispatch: Awa's own job state), and the
 -- fires the overlap policy skipped or a coalesce left out. A run that started and never
 -- reported back within its bound (max_runtime, else a numeric expires, else the
@@ -946,6 +1059,7 @@ WITH jobs AS (
            j.metadata ->> 'cron_name' AS schedule,
            j.metadata ->> 'cron_fire_time' AS fire_time,
            coalesce((j.metadata ->> 'triggered_manually')::boolean, false) AS triggered,
+           coalesce((j.metadata ->> 'backfilled')::boolean, false) AS backfilled,
            (j.metadata -> 'celery' ->> 'dispatch') = 'celery' AS celery,
            j.metadata ->> 'celery_task_id' AS task_id
       FROM awa.jobs j
@@ -962,7 +1076,8 @@ WITH jobs AS (
                     ) * interval '1 s' AS bound
       FROM awa.cron_jobs c WHERE c.name IN (SELECT schedule FROM jobs)
 ), fired AS (
-    SELECT j.schedule, CASE WHEN j.triggered THEN 'triggered' ELSE 'fired' END AS kind,
+    SELECT j.schedule, CASE WHEN j.triggered THEN 'triggered'
+                            WHEN j.backfilled THEN 'backfilled' ELSE 'fired' END AS kind,
            coalesce(j.fire_time::timestamptz, j.created_at) AS at, j.id AS job_id,
            coalesce(o.task_id, j.task_id) AS task_id, j.job_state,
            CASE WHEN NOT j.celery THEN

@@ -3,6 +3,7 @@ WITH jobs AS (
            j.metadata ->> 'cron_name' AS schedule,
            j.metadata ->> 'cron_fire_time' AS fire_time,
            coalesce((j.metadata ->> 'triggered_manually')::boolean, false) AS triggered,
+           coalesce((j.metadata ->> 'backfilled')::boolean, false) AS backfilled,
            (j.metadata -> 'celery' ->> 'dispatch') = 'celery' AS celery,
            j.metadata ->> 'celery_task_id' AS task_id
       FROM awa.jobs j
@@ -19,7 +20,8 @@ WITH jobs AS (
                     ) * interval '1 s' AS bound
       FROM awa.cron_jobs c WHERE c.name IN (SELECT schedule FROM jobs)
 ), fired AS (
-    SELECT j.schedule, CASE WHEN j.triggered THEN 'triggered' ELSE 'fired' END AS kind,
+    SELECT j.schedule, CASE WHEN j.triggered THEN 'triggered'
+                            WHEN j.backfilled THEN 'backfilled' ELSE 'fired' END AS kind,
            coalesce(j.fire_time::timestamptz, j.created_at) AS at, j.id AS job_id,
            coalesce(o.task_id, j.task_id) AS task_id, j.job_state,
            CASE WHEN NOT j.celery THEN
