@@ -24,7 +24,13 @@ from .._schedules.explain import Explanation, parse_instant
 from .._schedules.fire_times import POLICIES, parse_iso
 from .._schedules.preview import Preview
 from .._schedules.spec import DISPATCHES
-from ..errors import AwaBeatError, ScheduleConflict, ScheduleError, ScheduleOwned
+from ..errors import (
+    AwaBeatError,
+    BackfillRefused,
+    ScheduleConflict,
+    ScheduleError,
+    ScheduleOwned,
+)
 from ._app import HTTPError, Request, Response
 
 if TYPE_CHECKING:
@@ -33,7 +39,7 @@ if TYPE_CHECKING:
 ROUTES: dict[tuple[str, str], View] = {}
 #: The paths that change something. Read-only mode refuses them.
 ACTIONS = {"/schedule/pause", "/schedule/resume", "/schedule/trigger", "/schedule/remove",
-           "/schedule/add", "/schedule/edit"}
+           "/schedule/add", "/schedule/edit", "/schedule/backfill"}
 NOTE_LIMIT = 500
 #: How many fires the schedule's page lists when it is not asked for a count: enough
 #: monthly fires to cross both DST changes of a year.
@@ -197,8 +203,13 @@ def _explain(app: Dashboard, name: str, query: Mapping[str, str]
 
 @route("GET", "/schedule")
 def schedule(app: Dashboard, req: Request) -> Response:
+    return _schedule_page(app, req, required(req.query, "name"))
+
+
+def _schedule_page(app: Dashboard, req: Request, name: str, status: int = 200,
+                   **extra: Any) -> Response:
+    """The schedule page; ``extra`` fills the backfill form and its result."""
     query = req.query
-    name = required(query, "name")
     view = app.ops.get(name)
     # When outcomes are known, the history shows the occurrences (fires with their
     # outcome, skips, coalesces); otherwise it shows the jobs alone.
@@ -219,7 +230,9 @@ def schedule(app: Dashboard, req: Request) -> Response:
         audit=app.ops.audit_log(limit=20, schedule=name), message=message,
         preview=preview, preview_error=preview_error,
         preview_count=query.get("count", "")[:4], preview_until=query.get("until", "")[:64],
-        explained=explained, explain_error=explain_error, explain_at=query.get("at", "")[:64])
+        explained=explained, explain_error=explain_error, explain_at=query.get("at", "")[:64],
+        status=status, **{"backfill": None, "backfill_error": None, "backfill_form": {},
+                          **extra})
 
 
 @route("GET", "/schedule/remove")
@@ -296,6 +309,43 @@ def trigger(app: Dashboard, req: Request) -> Response:
     name = required(req.form, "name")
     job = _act(app, req, "trigger", name, lambda: app.ops.trigger(name))
     return Response.redirect(req.url("/schedule", name=name, done="triggered", job=job))
+
+
+def _form_instant(form: Mapping[str, str], field: str) -> datetime:
+    """An instant of the backfill form: ISO 8601 with an offset or Z."""
+    text = required(form, field, 64)
+    try:
+        t = parse_iso(text)
+    except ValueError:
+        raise BackfillRefused(f"{field}: {text!r} is not an instant: give ISO 8601 with an "
+                              "offset or Z, e.g. 2026-11-01T00:00:00Z") from None
+    if t.tzinfo is None:
+        raise BackfillRefused(f"{field}: {text!r} has no offset: add one or Z")
+    return t
+
+
+@route("POST", "/schedule/backfill")
+def backfill(app: Dashboard, req: Request) -> Response:
+    """A backfill, or with ``dry_run`` its preview; the result is shown on the schedule
+    page. The operations layer records the backfill in the audit log itself (with what
+    it inserted), so this view marks the request audited once it has called it."""
+    form = req.form
+    name = required(form, "name")
+    shown = {k: form.get(k, "")[:64] for k in ("from", "to", "overlap")}
+    dry_run = form.get("dry_run") == "1"
+    try:
+        start, end = _form_instant(form, "from"), _form_instant(form, "to")
+        try:
+            found = app.ops.backfill(name, start, end, overlap=form.get("overlap") or "allow",
+                                     dry_run=dry_run, actor=req.user or "anonymous",
+                                     source=app.config.source,
+                                     remote_addr=req.client(app.config))
+        finally:
+            req.audited = True
+    except BackfillRefused as exc:
+        return _schedule_page(app, req, name, 400, backfill_error=str(exc),
+                              backfill_form=shown)
+    return _schedule_page(app, req, name, backfill=found, backfill_form=shown)
 
 
 @route("POST", "/schedule/remove")
