@@ -243,3 +243,66 @@ def test_edit_each_runtime_type_through_the_form(client: Any, matrix: MatrixDB,
     with connect(matrix.url) as conn:
         assert conn.execute("SELECT queue FROM awa.cron_jobs WHERE name = %s",
                             (name,)).fetchone() == ("reports",)
+
+
+# -- backfill (issue 38, part 1) ---------------------------------------------------------------
+
+
+def backfill_url(name: str) -> str:
+    return f"/admin/awa_beat/schedule/backfill/{name}/"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_backfill_each_type_through_the_admin(client: Any, matrix: MatrixDB, name: str
+                                              ) -> None:
+    from datetime import timedelta
+
+    from tests.matrix.test_backfill import cursor_of, documented, jobs_of, pg_text
+
+    # The action leads to the schedule's backfill page.
+    response = client.post(CHANGELIST, {"action": "backfill", "_selected_action": [name]})
+    assert response.status_code == 302 and response["Location"] == backfill_url(name)
+    assert 'id="backfill-form"' in page_text(client, backfill_url(name))
+    cursor = cursor_of(matrix.url, name)
+    assert cursor is not None
+    # Two days (a minute of the every-second one, whose two days pass the limit).
+    start = cursor - (timedelta(minutes=1) if name == "retired" else timedelta(days=2))
+    fired = {t for _, t, _ in jobs_of(matrix.url, name, backfilled=False)}
+    expected = [t for t in documented(name, start, cursor) if pg_text(t) not in fired]
+    form = {"start": start.isoformat(), "end": cursor.isoformat(), "overlap": "allow"}
+
+    def post(**changes: str) -> tuple[int, str]:
+        page = client.post(backfill_url(name), {**form, **changes})
+        return page.status_code, page.content.decode()
+
+    status, body = post(dry_run="1")
+    assert status == 200 and (f'data-inserted="{len(expected)}"' in body
+                              and 'data-dry-run="yes"' in body), body[-2000:]
+    assert jobs_of(matrix.url, name) == []
+    status, body = post(dry_run="0")
+    assert status == 200 and f'data-inserted="{len(expected)}"' in body
+    assert [t for _, t, _ in jobs_of(matrix.url, name)] == [pg_text(t) for t in expected]
+    status, body = post(dry_run="0")
+    assert status == 200 and 'data-inserted="0"' in body  # idempotent
+    later = cursor + timedelta(days=1)
+    if documented(name, cursor + timedelta(seconds=1), later):  # else nothing to refuse
+        status, body = post(dry_run="0", end=later.isoformat())
+        assert status == 400 and "after its cursor" in html.unescape(body)
+    status, body = post(dry_run="0", start="2026-11-01T00:00:00")
+    assert status == 400 and "has no offset" in body
+    assert len(jobs_of(matrix.url, name)) == len(expected)
+    with connect(matrix.url) as conn:
+        audited = conn.execute(
+            "SELECT actor, source, outcome, detail FROM awa_beat.audit_log"
+            " WHERE action = 'backfill' AND schedule = %s ORDER BY id", (name,)).fetchall()
+    assert [(a, s, o.split(":")[0]) for a, s, o, _ in audited][:2] == [
+        ("root", "django", "ok"), ("root", "django", "ok")]
+    assert all(o.startswith("error: ") for _, _, o, _ in audited[2:])
+    assert (audited[0][3]["inserted"], audited[1][3]["inserted"]) == (len(expected), 0)
+    assert audited[1][3]["skipped"] >= len(expected)
+
+
+def test_backfill_takes_one_schedule_at_a_time(client: Any) -> None:
+    response = client.post(CHANGELIST, {"action": "backfill",
+                                        "_selected_action": NAMES[:2]}, follow=True)
+    assert "Select one schedule to backfill." in response.content.decode()

@@ -1,6 +1,7 @@
 """The admin of awa-beat's schedules: the dashboard's columns, pause, resume and trigger
-as actions, and forms that add and edit runtime-managed schedules, all through
-awa-beat's operations layer and its audit log. Config rows stay read-only."""
+as actions, a backfill of one schedule, and forms that add and edit runtime-managed
+schedules, all through awa-beat's operations layer and its audit log. Config rows stay
+read-only."""
 
 from __future__ import annotations
 
@@ -29,10 +30,18 @@ from ..._ops.forms import (
 )
 from ..._ops.records import ScheduleBounds, ScheduleView
 from ..._ops.rows import last_fire, next_fire
+from ..._schedules.backfill import OVERLAPS
 from ..._schedules.describe import describe
-from ..._schedules.fire_times import POLICIES
+from ..._schedules.fire_times import POLICIES, parse_iso
 from ..._schedules.spec import DISPATCHES
-from ...errors import AwaBeatError, NotFound, ScheduleConflict, ScheduleError, ValidationError
+from ...errors import (
+    AwaBeatError,
+    BackfillRefused,
+    NotFound,
+    ScheduleConflict,
+    ScheduleError,
+    ValidationError,
+)
 from ._operations import operations
 from .models import PauseNote, Registration, Schedule
 
@@ -134,6 +143,33 @@ class RuntimeScheduleForm(forms.Form):
                 self.add_error(None, f"{field}: {message}" if field else message)
 
 
+class BackfillForm(forms.Form):
+    """A backfill's range (and overlap), as the dashboard's form has it."""
+
+    start = forms.CharField(max_length=64, strip=True, label="From (ISO 8601, with an offset)",
+                            widget=forms.TextInput(attrs={"size": 28,
+                                                          "placeholder": "2026-11-01T00:00:00Z"}))
+    end = forms.CharField(max_length=64, strip=True, label="To (ISO 8601, with an offset)",
+                          widget=forms.TextInput(attrs={"size": 28,
+                                                        "placeholder": "2026-11-30T23:59:59Z"}))
+    overlap = forms.ChoiceField(choices=[(o, o) for o in OVERLAPS], initial="allow",
+                                label="Overlap")
+
+    def instant(self, field: str) -> datetime | None:
+        """The instant of ``field``, or None after adding the error to the field."""
+        text = self.cleaned_data[field]
+        try:
+            t = parse_iso(text)
+        except ValueError:
+            self.add_error(field, "not an instant: give ISO 8601 with an offset or Z, e.g. "
+                                  "2026-11-01T00:00:00Z")
+            return None
+        if t.tzinfo is None:
+            self.add_error(field, "has no offset: add one or Z")
+            return None
+        return t
+
+
 @admin.register(Schedule)
 class ScheduleAdmin(admin.ModelAdmin):
     list_display = ("name", "calendar", "timezone", "next_fire", "last_fire",
@@ -143,7 +179,7 @@ class ScheduleAdmin(admin.ModelAdmin):
     search_fields = ("name", "kind")
     list_per_page = 50
     show_full_result_count = True
-    actions = ("pause", "resume", "trigger")
+    actions = ("pause", "resume", "trigger", "backfill")
     readonly_fields = (*(f.name for f in Schedule._meta.fields), "start_time", "end_time",
                        "max_runs", "one_off", "overlap", "deadline", "preview")
 
@@ -286,6 +322,8 @@ class ScheduleAdmin(admin.ModelAdmin):
                 path("runtime/<path:name>/edit/",
                      self.admin_site.admin_view(self.runtime_edit_view),
                      name="awa_beat_schedule_runtime_edit"),
+                path("backfill/<path:name>/", self.admin_site.admin_view(self.backfill_view),
+                     name="awa_beat_schedule_backfill"),
                 *super().get_urls()]
 
     def changelist_view(self, request: HttpRequest, extra_context: Any = None
@@ -363,6 +401,47 @@ class ScheduleAdmin(admin.ModelAdmin):
             return self._form_page(request, form, title, 400)
         messages.success(request, f"Saved {name}.")
         return HttpResponseRedirect(reverse(f"{self.admin_site.name}:awa_beat_schedule_changelist"))
+
+    def backfill_view(self, request: HttpRequest, name: str) -> HttpResponse:
+        """A backfill of one schedule (docs/operating-time.md): the form, its dry run and
+        the result. The operations layer records each backfill in the audit log (with
+        what it inserted), as for every other surface."""
+        if not self.has_operate_permission(request):
+            raise PermissionDenied
+        try:
+            operations().get(name)
+        except NotFound:
+            raise Http404(f"no schedule named {name!r}") from None
+        context = {**self.admin_site.each_context(request), "opts": self.model._meta,
+                   "title": f"Backfill {name}", "name": name, "result": None}
+        if request.method != "POST":
+            context["form"] = BackfillForm()
+            return TemplateResponse(request, "awa_beat/backfill_form.html", context)
+        form = context["form"] = BackfillForm(request.POST)
+        status = 400
+        if form.is_valid():
+            start, end = form.instant("start"), form.instant("end")
+            if start is not None and end is not None:
+                try:
+                    context["result"] = operations().backfill(
+                        name, start, end, overlap=form.cleaned_data["overlap"],
+                        dry_run=request.POST.get("dry_run") == "1", actor=_actor(request),
+                        source="django", remote_addr=_client(request))
+                    status = 200
+                except BackfillRefused as exc:
+                    form.add_error(None, str(exc))
+        return TemplateResponse(request, "awa_beat/backfill_form.html", context, status=status)
+
+    @admin.action(description="Backfill the selected schedule (a range of past fire times)",
+                  permissions=["operate"])
+    def backfill(self, request: HttpRequest, queryset: QuerySet[Schedule]
+                 ) -> HttpResponse | None:
+        names = list(queryset.values_list("name", flat=True)[:2])
+        if len(names) != 1:
+            messages.error(request, "Select one schedule to backfill.")
+            return None
+        return HttpResponseRedirect(reverse(
+            f"{self.admin_site.name}:awa_beat_schedule_backfill", args=[names[0]]))
 
     @admin.action(description="Pause the selected schedules", permissions=["operate"])
     def pause(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
