@@ -222,8 +222,10 @@ class MessageBuilder:
         expires = plan.expires
         if plan.relative_expiry:
             # The expiry is relative to the fire (to the run time a jitter put it off
-            # to), not to the publish, so a late publish does not extend it.
-            fired = eta or parse_fire_time(job["cron_fire_time"]) or job["created_at"]
+            # to), not to the publish, so a late publish does not extend it. A backfill
+            # inserts jobs for past fire times to run now: theirs counts from the insert.
+            fired = eta or (job["created_at"] if job.get("backfilled") else None) \
+                or parse_fire_time(job["cron_fire_time"]) or job["created_at"]
             expires = fired + timedelta(seconds=plan.expires)
         task_id = fire_task_id(job["cron_name"], job["cron_fire_time"], job["id"])
         templatable = plan.templatable and eta is None

@@ -20,6 +20,7 @@ from awa_beat._bridge.amqp import coalesced_writes
 from awa_beat._bridge.messages import MessageBuilder
 from awa_beat._db.database import Database, connect
 from awa_beat._db.records import FireRequest
+from awa_beat._ops.operations import Operations
 from awa_beat._schedules.fire_times import calendar_for, jitter_of
 from awa_beat._schedules.spec import spec_from_entry
 from awa_beat._testing import actions, wait_for
@@ -663,3 +664,28 @@ def test_a_jittered_job_is_published_once_with_its_run_time_as_eta(
     states = c.execute("SELECT state::text FROM awa.jobs").fetchall()
     c.close()
     assert states == [("completed",)] * 3
+
+
+def test_backfilled_jobs_are_published_with_their_nominal_fire_time_and_a_fresh_expiry(
+        app: Celery, standalone: Database) -> None:
+    """A backfill (docs/operating-time.md) inserts jobs for past fire times to run now:
+    the bridge publishes them in fire order with their nominal fire time, and a relative
+    expiry counted from the insert, or every one would be expired on arrival."""
+    queue = app.conf.task_default_queue
+    register(standalone, app, {"hourly": {"task": "proj.tick", "schedule": 3600,
+                                          "options": {"queue": queue, "expires": 60}}})
+    c = connect(standalone.conninfo)
+    c.execute("UPDATE awa.cron_jobs SET last_enqueued_at = now()")
+    c.close()
+    end = T0.replace(minute=0)
+    done = Operations(standalone).backfill("hourly", end - timedelta(hours=2), end)
+    assert done.inserted == (end - timedelta(hours=2), end - timedelta(hours=1), end)
+    bridge = Bridge(app, standalone.outbox, deployment="bt")
+    assert bridge.drain() == 3
+    bridge.close()
+    got = consume(app, queue, 3, then_wait=0.5)
+    # (The filesystem transport does not keep the order in which they were sent.)
+    assert sorted(m.headers["awa_beat_fire_time"] for m in got) == [
+        t.strftime("%Y-%m-%d %H:%M:%S+00") for t in done.inserted]
+    for m in got:
+        assert datetime.fromisoformat(m.headers["expires"]) > datetime.now(UTC)

@@ -769,12 +769,14 @@ SELECT id, kind, queue, args, state::text AS state, metadata, created_at
 -- (%(after_fire)s, %(after_id)s): ('', 0) for the first page. Args and options come as
 -- JSON text: the bridge parses each distinct one once. A job that a jitter put off has
 -- a run_at later than its insert (the fire statement sets both in one statement, equal
--- otherwise); that run_at is its message's eta.
+-- otherwise); that run_at is its message's eta. A backfilled job's relative expiry
+-- counts from its insert, not from its fire time, which is in the past.
 SELECT id, kind, args::text AS args, (metadata -> 'celery' -> 'options')::text AS options,
        metadata ->> 'cron_name' AS cron_name, metadata ->> 'cron_fire_time' AS cron_fire_time,
        created_at, coalesce(metadata ->> 'cron_fire_time', '') AS fire_key,
        coalesce((metadata -> 'awa_beat' ->> 'at_most_once')::boolean, false) AS at_most_once,
-       CASE WHEN run_at > created_at THEN run_at END AS eta
+       CASE WHEN run_at > created_at THEN run_at END AS eta,
+       coalesce((metadata ->> 'backfilled')::boolean, false) AS backfilled
   FROM awa.jobs
  WHERE state = 'available' AND (metadata -> 'celery' ->> 'dispatch') = 'celery'
    AND (metadata -> 'celery' ->> 'deployment') = %(deployment)s

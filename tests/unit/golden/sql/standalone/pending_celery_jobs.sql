@@ -2,7 +2,8 @@ SELECT id, kind, args::text AS args, (metadata -> 'celery' -> 'options')::text A
        metadata ->> 'cron_name' AS cron_name, metadata ->> 'cron_fire_time' AS cron_fire_time,
        created_at, coalesce(metadata ->> 'cron_fire_time', '') AS fire_key,
        coalesce((metadata -> 'awa_beat' ->> 'at_most_once')::boolean, false) AS at_most_once,
-       CASE WHEN run_at > created_at THEN run_at END AS eta
+       CASE WHEN run_at > created_at THEN run_at END AS eta,
+       coalesce((metadata ->> 'backfilled')::boolean, false) AS backfilled
   FROM awa.jobs
  WHERE state = 'available' AND (metadata -> 'celery' ->> 'dispatch') = 'celery'
    AND (metadata -> 'celery' ->> 'deployment') = %(deployment)s
