@@ -360,9 +360,10 @@ def _explain_fire(state: ScheduleState, calendar: Calendar, tz: tzinfo, fire: da
         return answer(job.kind, f"{when} is a fire time, and it {verb}{ran}.")
     if "skipped" in by_kind:
         o = by_kind["skipped"]
+        # The reason as the fire statement recorded it: the overlap policy says which
+        # (skip, or buffer_one with a fire held already).
         why = ("it was older than the catch-up window" if o.reason.startswith("catch-up window")
-               else "the previous run had not finished (overlap)"
-               if o.reason.startswith("overlap") else o.reason)
+               else o.reason)
         return answer("skipped", f"{when} is a fire time, and it was skipped: {why}.")
     if "buffered" in by_kind:
         return answer("buffered", f"{when} is a fire time, held by overlap buffer_one "
