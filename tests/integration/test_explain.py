@@ -136,25 +136,29 @@ def test_triggered_by_hand(store: Database) -> None:
     assert found.kind == "triggered" and found.jobs[0].job_id == job
 
 
-def test_backfilled_and_buffered_as_their_parts_write_them(store: Database) -> None:
+def test_backfilled_through_the_backfill(store: Database) -> None:
     register(store, "minutely")
     t = T0 - 30 * MINUTE
+    ops = Operations(store, clock=FakeClock(T0))
+    ops.backfill("minutely", t, t + MINUTE, actor="ops")
+    found = explain(store, "minutely", t, T0)
+    (job,) = found.jobs
+    assert found.kind == "backfilled" and job.kind == "backfilled" and job.present
+    assert f"was backfilled (job {job.job_id})" in found.summary
+    with connect(store.conninfo) as c:  # as Awa's retention prunes a finished job
+        c.execute("DELETE FROM awa.jobs WHERE (metadata ->> 'cron_fire_time')::timestamptz"
+                  " = %s", (t + MINUTE,))
+    gone = explain(store, "minutely", t + MINUTE, T0)
+    assert gone.kind == "backfilled" and not gone.jobs[0].present
+    assert "has since been pruned" in gone.summary
+
+
+def test_buffered_as_buffer_one_writes_it(store: Database) -> None:
+    register(store, "minutely")
+    held = T0 - 10 * MINUTE
     with connect(store.conninfo) as c:
-        meta = {"cron_name": "minutely", "cron_fire_time": t.strftime(TEXT),
-                "backfilled": True}
-        (job,) = c.execute("INSERT INTO awa.jobs (kind, queue, args, metadata) "
-                           "VALUES ('t.run', 'default', '{}', %s) RETURNING id",
-                           (Jsonb(meta),)).fetchone()
-        c.execute("INSERT INTO awa_beat.backfills (schedule, fire_time, job_id, "
-                  "backfilled_by) VALUES ('minutely', %s, %s, 'ops'), "
-                  "('minutely', %s, 999999, 'ops')", (t, job, t + MINUTE))
-        held = T0 - 10 * MINUTE
         c.execute("INSERT INTO awa_beat.occurrences (schedule, kind, fire_time, reason) "
                   "VALUES ('minutely', 'buffered', %s, 'overlap buffer_one: held')", (held,))
-    found = explain(store, "minutely", t, T0)
-    assert found.kind == "backfilled" and found.jobs[0].job_id == job
-    gone = explain(store, "minutely", t + MINUTE, T0)
-    assert gone.kind == "backfilled" and "pruned" in gone.summary
     waiting = explain(store, "minutely", held, T0)
     assert waiting.kind == "buffered" and "no job" in waiting.summary
     with connect(store.conninfo) as c:
