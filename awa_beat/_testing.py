@@ -466,7 +466,8 @@ class _MemoryEvaluator:
                 result.ahead.append(request.name)
                 continue
             times = list(request.fire_times)
-            run_ats = dict(zip(times, request.run_ats or (), strict=False))
+            run_ats = dict(zip(times, request.run_ats, strict=False)) \
+                if request.run_ats else None
             limit = max_runs(row.cron_expr) if request.limited else None
             retire = False
             if limit is not None:
@@ -487,7 +488,7 @@ class _MemoryEvaluator:
                 job = FiredJob(len(self.store.jobs) + 1, request.name, _stored_text(t), now)
                 self.store.jobs.append(job)
                 result.jobs.append(job)
-                if run_ats.get(t) is not None:
+                if run_ats:
                     self.store.run_ats[job.job_id] = run_ats[t]
             w = request.windowed
             if w is not None:
