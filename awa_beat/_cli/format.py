@@ -73,7 +73,8 @@ def bounds_json(bounds: ScheduleBounds) -> dict[str, Any]:
     ``edit`` take them."""
     return {"start_time": iso(bounds.start_time), "end_time": iso(bounds.end_time),
             "max_runs": bounds.max_runs, "one_off": bounds.one_off,
-            "overlap": bounds.overlap, "deadline": bounds.deadline}
+            "overlap": bounds.overlap, "deadline": bounds.deadline,
+            "catch_up_window": bounds.catch_up_window, "jitter": bounds.jitter}
 
 
 def bounds_lines(bounds: ScheduleBounds) -> list[tuple[str, str]]:
@@ -82,7 +83,11 @@ def bounds_lines(bounds: ScheduleBounds) -> list[tuple[str, str]]:
             ("end", f"{fmt(bounds.end_time)} UTC" if bounds.end_time else "-"),
             ("max runs", str(bounds.max_runs) if bounds.max_runs is not None else "-"),
             ("one-off", "yes" if bounds.one_off else "no"), ("overlap", bounds.overlap),
-            ("deadline", f"{bounds.deadline:g} s" if bounds.deadline is not None else "-")]
+            ("deadline", f"{bounds.deadline:g} s" if bounds.deadline is not None else "-"),
+            ("catch-up window", f"{bounds.catch_up_window:g} s (older missed fires are "
+                                "skipped)" if bounds.catch_up_window is not None else "-"),
+            ("jitter", f"up to {bounds.jitter:g} s after each fire time"
+             if bounds.jitter is not None else "-")]
 
 
 def next_fire_text(view: ScheduleView) -> str:

@@ -34,7 +34,7 @@ def preview_json(name: str | None, found: Preview) -> dict[str, Any]:
         "name": name, "schedule": found.cron_expr, "timezone": found.timezone,
         "description": found.description, "after": iso(found.start),
         "fires": [{"at": iso(f.at), "local": f.local.isoformat(), "mark": f.mark or None,
-                   "note": f.note or None} for f in found.fires],
+                   "note": f.note or None, "run_at": iso(f.run_at)} for f in found.fires],
         "more": found.more, "warnings": list(found.warnings), "notices": list(found.notices),
     }
 
@@ -84,10 +84,13 @@ def preview_(database_url: str | None, name: str | None, expr: str | None,
     for notice in found.notices:
         click.echo(f"note: {notice}")
     click.echo(f"\nnext fires after {fmt(found.start)} UTC:")
+    jittered = any(f.run_at is not None for f in found.fires)
     if found.fires:
-        click.echo(table(["UTC", "LOCAL", "DST"], [
+        click.echo(table(["UTC", "LOCAL", "DST", *(["RUNS AT (JITTER)"] if jittered else [])], [
             [fmt(f.at), fmt(f.at, found.timezone),
-             f"{f.mark.upper()}: {f.note}" if f.mark in ("gap", "fold") else f.note]
+             f"{f.mark.upper()}: {f.note}" if f.mark in ("gap", "fold") else f.note,
+             *([f.run_at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] if f.run_at else "-"]
+               if jittered else [])]
             for f in found.fires]))
     else:
         click.echo("  (none)")

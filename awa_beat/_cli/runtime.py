@@ -70,6 +70,14 @@ def entry_options(func: F) -> F:
         click.option("--deadline", metavar="SECONDS",
                      help="Overdue unless a fire succeeded within this long (900, 15m, "
                           f"1h). On edit, '{NONE_WORD}' removes it."),
+        click.option("--catch-up-window", "catch_up_window", metavar="SECONDS",
+                     help="After downtime or a pause, fire times older than this are "
+                          "skipped and recorded, not fired (300, 5m, 1h). On edit, "
+                          f"'{NONE_WORD}' removes it."),
+        click.option("--jitter", metavar="SECONDS",
+                     help="Each job runs up to this long after its fire time, by a delay "
+                          "fixed per schedule and fire (60, 0.5, 1m). On edit, "
+                          f"'{NONE_WORD}' removes it."),
         click.option("--option", multiple=True, metavar="KEY=JSON",
                      help="An apply_async option, e.g. expires=3600 (repeatable); "
                           "awa-beat's own settings with 'awa_beat={...}', merged with the "

@@ -163,7 +163,8 @@ class Schedules:
             schedules.update("report", schedule=crontab(hour=8),
                              options={"awa_beat": {"timezone": "Asia/Tokyo"}})
 
-        Bounds (``start_time``, ``end_time``, ``max_runs``, ``one_off``) and the outcome
+        Bounds (``start_time``, ``end_time``, ``max_runs``, ``one_off``), the catch-up
+        window and the jitter (``catch_up_window``, ``jitter``: seconds) and the outcome
         settings are settings like the others: a new schedule keeps them, and None removes
         one (``options={"awa_beat": {"max_runs": None}}``); ``at()`` carries its one run
         and replaces them. Raising a retired schedule's run limit past the runs it made,

@@ -11,11 +11,13 @@ from typing import Any
 from .._db.records import ScheduleRow
 from .._schedules.entries import NONE_WORD, entry_from_options
 from .._schedules.fire_times import every_seconds
+from .._schedules.markers import seconds_text
 from .records import ScheduleBounds
 from .rows import beat_entry
 
 #: The bounds and outcome settings, each a field of its own (empty: none, or the default).
-BOUND_FIELDS = ("start_time", "end_time", "max_runs", "one_off", "overlap", "deadline")
+BOUND_FIELDS = ("start_time", "end_time", "max_runs", "one_off", "overlap", "deadline",
+                "catch_up_window", "jitter")
 #: The form's fields, each a text input or a select (``kind`` picks how ``schedule`` is
 #: read).
 FORM_FIELDS = ("task", "kind", "schedule", "args", "kwargs", "queue", "timezone", "policy",
@@ -33,7 +35,8 @@ FORM_NAMES = {"task": "task", "cron": "schedule", "every": "schedule", "at": "sc
               "solar": "schedule", "schedule": "schedule", "args": "args",
               "kwargs": "kwargs", "start": "start_time", "end": "end_time",
               "max_runs": "max_runs", "one_off": "one_off", "overlap": "overlap",
-              "deadline": "deadline"}
+              "deadline": "deadline", "catch_up_window": "catch_up_window",
+              "jitter": "jitter"}
 
 
 def form_values(row: ScheduleRow) -> dict[str, str]:
@@ -68,12 +71,17 @@ def bound_values(bounds: ScheduleBounds) -> dict[str, str]:
     def instant(t: Any) -> str:
         return t.isoformat() if t is not None else ""
 
+    def seconds(value: float | None) -> str:
+        return "" if value is None else seconds_text(value)
+
     deadline = bounds.deadline
     return {"start_time": instant(bounds.start_time), "end_time": instant(bounds.end_time),
             "max_runs": str(bounds.max_runs) if bounds.max_runs not in (None, 1) else "",
             "one_off": "yes" if bounds.one_off else "",
             "overlap": "" if bounds.overlap == "allow" else bounds.overlap,
-            "deadline": "" if deadline is None else f"{deadline:g}"}
+            "deadline": "" if deadline is None else f"{deadline:g}",
+            "catch_up_window": seconds(bounds.catch_up_window),
+            "jitter": seconds(bounds.jitter)}
 
 
 def entry_from_form(values: Mapping[str, str], given: Mapping[str, str] | None = None,
@@ -110,4 +118,5 @@ def entry_from_form(values: Mapping[str, str], given: Mapping[str, str] | None =
         start=bound("start_time"), end=bound("end_time"), max_runs=bound("max_runs"),
         one_off=bound("one_off"),
         overlap=bound("overlap"), deadline=bound("deadline"),
+        catch_up_window=bound("catch_up_window"), jitter=bound("jitter"),
         edit=given is not None, fields=FORM_NAMES)

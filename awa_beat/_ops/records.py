@@ -386,8 +386,9 @@ class AuditEntry:
 @dataclass(frozen=True)
 class ScheduleBounds:
     """When a schedule may fire and what it expects of its runs, as fields: the bounds
-    (``start_time``, ``end_time``, ``max_runs``, ``one_off``) and the outcome settings
-    ``overlap`` and ``deadline`` (seconds)."""
+    (``start_time``, ``end_time``, ``max_runs``, ``one_off``), the outcome settings
+    ``overlap`` and ``deadline`` (seconds), and the catch-up window and the jitter
+    (seconds)."""
 
     start_time: datetime | None = None
     end_time: datetime | None = None
@@ -396,17 +397,21 @@ class ScheduleBounds:
     one_off: bool = False
     overlap: str = "allow"
     deadline: float | None = None
+    catch_up_window: float | None = None
+    """Seconds: a missed fire older than this is skipped, not fired."""
+    jitter: float | None = None
+    """Seconds: each job runs up to this long after its fire time."""
 
     @classmethod
     def of(cls, row: ScheduleRow) -> ScheduleBounds:
+        bounds = split_schedule(row.cron_expr)[1]
         if row.cron_expr.startswith("@at "):
-            bounds = Bounds(runs=1)
-        else:
-            bounds = split_schedule(row.cron_expr)[1]
+            bounds = Bounds(runs=1, window=bounds.window, jitter=bounds.jitter)
         outcomes = (row.metadata or {}).get("awa_beat") or {}
         deadline = outcomes.get("deadline")
         return cls(bounds.start, bounds.end, bounds.runs, bounds.runs == 1,
                    str(outcomes.get("overlap") or "allow"),
-                   float(deadline) if isinstance(deadline, (int, float)) else None)
+                   float(deadline) if isinstance(deadline, (int, float)) else None,
+                   catch_up_window=bounds.window, jitter=bounds.jitter)
 
 

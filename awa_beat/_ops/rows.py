@@ -103,7 +103,7 @@ def preview_of(row: ScheduleRow, now: datetime, *, runs_left: int | None = None,
     if row.retired:
         runs_left = 0
     found = preview(row.cron_expr, row.timezone, now, count=count, until=until,
-                    runs_left=runs_left, name=row.name)
+                    runs_left=runs_left, name=row.name, stored=True)
     notices: list[str] = []
     if row.retired:
         notices.append("retired: its last run fired, so it never fires again (the calendar "

@@ -8,9 +8,9 @@ that awa-beat would ignore) is refused with a :class:`~awa_beat.errors.Validatio
 that names the entry and the field, so nothing is written.
 
 Bounds and outcome settings are fields of their own (``start``, ``end``, ``max_runs``,
-``one_off``, ``overlap``, ``deadline``). On an edit, the word ``none`` removes one (the
-schedule then has no such bound, or the default overlap ``allow``), and
-``one_off=False`` makes a one-off schedule recurring again.
+``one_off``, ``overlap``, ``deadline``, ``catch_up_window``, ``jitter``). On an edit,
+the word ``none`` removes one (the schedule then has no such bound, or the default
+overlap ``allow``), and ``one_off=False`` makes a one-off schedule recurring again.
 """
 
 from __future__ import annotations
@@ -53,12 +53,13 @@ CLI_FIELDS = {
     "solar": "--solar", "schedule": "--cron/--every/--at/--solar", "args": "--args",
     "kwargs": "--kwargs", "option": "--option", "start": "--start", "end": "--end",
     "max_runs": "--max-runs", "one_off": "--one-off", "overlap": "--overlap",
-    "deadline": "--deadline",
+    "deadline": "--deadline", "catch_up_window": "--catch-up-window", "jitter": "--jitter",
 }
 #: The flag (or form field) that sets each of awa-beat's own settings. The refusal of
 #: ``--option max_runs=3`` names it.
 _SETTING_FIELDS = {"start_time": "start", "end_time": "end", "max_runs": "max_runs",
                    "one_off": "one_off", "overlap": "overlap", "deadline": "deadline",
+                   "catch_up_window": "catch_up_window", "jitter": "jitter",
                    "timezone": "--tz", "missed_fire_policy": "--policy", "queue": "--queue",
                    "dispatch": "--dispatch", "priority": "--priority",
                    "max_attempts": "--max-attempts", "tags": "--tag"}
@@ -181,7 +182,9 @@ def _removal(text: str | None) -> bool:
 
 def _bound_settings(*, start: str | None, end: str | None, max_runs: str | int | None,
                     one_off: bool | str | None, overlap: str | None,
-                    deadline: str | float | None, zone: str | None) -> dict[str, Any]:
+                    deadline: str | float | None, zone: str | None,
+                    catch_up_window: str | float | None = None,
+                    jitter: str | float | None = None) -> dict[str, Any]:
     """Return the ``options["awa_beat"]`` settings that the bound fields give, with None
     where one is removed."""
     out: dict[str, Any] = {}
@@ -215,7 +218,33 @@ def _bound_settings(*, start: str | None, end: str | None, max_runs: str | int |
                            f"{NONE_WORD!r} for the default (allow)")
     if deadline is not None:
         out["deadline"] = _deadline(deadline)
+    for field, value, what in (
+            ("catch_up_window", catch_up_window,
+             "missed fires older than this many seconds are skipped (300, 5m, 1h)"),
+            ("jitter", jitter, "each job runs up to this many seconds late (60, 0.5, 1m)")):
+        if value is not None:
+            out[field] = _seconds(field, value, what)
     return out
+
+
+_DECIMAL = re.compile(r"[0-9]+(\.[0-9]+)?|\.[0-9]+", re.ASCII)
+
+
+def _seconds(field: str, value: str | float, what: str) -> int | float | None:
+    """Read a number of seconds (``300``, ``0.5``) or an interval (``5m``, ``1h30m``),
+    or ``none`` (None). Its range is the schedule's validation's to check."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    text = str(value).strip()
+    if _removal(text):
+        return None
+    if _DECIMAL.fullmatch(text):
+        number = float(text)
+        return int(number) if number.is_integer() else number
+    try:
+        return int(parse_every(text).total_seconds())
+    except ScheduleError:
+        raise _refused(field, f"{value!r}: {what}, or {NONE_WORD!r} for none") from None
 
 
 def _yes(value: bool | str) -> bool:
@@ -302,6 +331,8 @@ def entry_from_options(name: str = "(entry)", *, task: str | None = None,
                        start: str | None = None, end: str | None = None,
                        max_runs: str | int | None = None, one_off: bool | str | None = None,
                        overlap: str | None = None, deadline: str | float | None = None,
+                       catch_up_window: str | float | None = None,
+                       jitter: str | float | None = None,
                        edit: bool = False, fields: Mapping[str, str] | None = None
                        ) -> dict[str, Any]:
     """Return the parts of ``name``'s beat_schedule entry that the options give, and only
@@ -320,7 +351,8 @@ def entry_from_options(name: str = "(entry)", *, task: str | None = None,
                       priority=priority, max_attempts=max_attempts, tags=tags,
                       option=option, edit=edit,
                       bounds=dict(start=start, end=end, max_runs=max_runs, one_off=one_off,
-                                  overlap=overlap, deadline=deadline))
+                                  overlap=overlap, deadline=deadline,
+                                  catch_up_window=catch_up_window, jitter=jitter))
     except FieldRefused as exc:
         raise ValidationError([(name, labels.get(exc.field, exc.field), exc.message)]
                               ) from None

@@ -24,14 +24,14 @@ pass has a backlog at once).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone, tzinfo
 from typing import Any
 
 from ..errors import ValidationError
 from .cron import load_timezone
 from .describe import describe, offset_text
-from .fire_times import Calendar, CronCalendar, calendar_for, next_fire_after
+from .fire_times import Calendar, CronCalendar, calendar_for, next_fire_after, run_times
 from .markers import BoundedCalendar, CeleryCrontabCalendar
 
 UTC = timezone.utc
@@ -63,6 +63,9 @@ class PreviewFire:
     this fire (see the module's notes), or an empty string."""
     note: str = ""
     """What the mark means for this fire, in words."""
+    run_at: datetime | None = None
+    """When its job runs under the schedule's jitter (the fire time plus the delay that
+    the firing rules give it), in UTC; None without a jitter."""
 
 
 @dataclass(frozen=True)
@@ -90,10 +93,12 @@ class Preview:
 
 def preview(cron_expr: str, zone: str, now: datetime, *, count: int | None = None,
             until: datetime | None = None, runs_left: int | None = None,
-            name: str = "preview") -> Preview:
+            name: str = "preview", stored: bool = False) -> Preview:
     """Return the fires of ``cron_expr`` in ``zone`` strictly after ``now``: ``count`` of
     them (default :data:`DEFAULT_COUNT`), or all those up to ``until`` (inclusive, at most
     :data:`MAX_COUNT`), and no more than ``runs_left`` when the schedule has a run limit.
+    For a ``stored`` schedule under a jitter, each fire carries when its job runs
+    (``run_at``), which depends on the schedule's ``name``.
 
     Raises :class:`~awa_beat.errors.ValidationError` naming the field (``count``,
     ``until``) for a count out of range, both given, or an ``until`` not after ``now``,
@@ -125,6 +130,9 @@ def preview(cron_expr: str, zone: str, now: datetime, *, count: int | None = Non
             break
         fires.append(mark_fire(nxt, tz, zone, previous, wanted))
         previous, t = nxt.astimezone(tz).utcoffset(), nxt
+    runs = run_times(name, calendar, [f.at for f in fires]) if stored else None
+    if runs is not None:
+        fires = [replace(f, run_at=r) for f, r in zip(fires, runs, strict=True)]
     after = next_fire_after(calendar, t)
     retires = runs_left is not None and len(fires) >= runs_left
     last = fires[-1].at if fires else now

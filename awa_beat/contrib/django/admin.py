@@ -98,7 +98,8 @@ def _text(required: bool = False, label: str | None = None) -> forms.CharField:
 #: The form field of each ``options.awa_beat`` setting a problem may name.
 _SETTING_FIELDS = {"start_time": "start_time", "end_time": "end_time",
                    "max_runs": "max_runs", "one_off": "one_off", "overlap": "overlap",
-                   "deadline": "deadline", "timezone": "timezone",
+                   "deadline": "deadline", "catch_up_window": "catch_up_window",
+                   "jitter": "jitter", "timezone": "timezone",
                    "missed_fire_policy": "policy", "queue": "queue", "dispatch": "dispatch"}
 
 
@@ -123,6 +124,8 @@ class RuntimeScheduleForm(forms.Form):
     one_off = forms.BooleanField(required=False, label="One-off: run once, then retire")
     overlap = forms.ChoiceField(required=False, choices=OVERLAP_CHOICES)
     deadline = _text(label="Deadline (seconds after the fire)")
+    catch_up_window = _text(label="Catch-up window (seconds: older missed fires are skipped)")
+    jitter = _text(label="Jitter (seconds: each job runs up to this late)")
 
     def values(self) -> dict[str, str]:
         values = {k: str(v or "") for k, v in self.cleaned_data.items() if k != "name"}
@@ -181,7 +184,8 @@ class ScheduleAdmin(admin.ModelAdmin):
     show_full_result_count = True
     actions = ("pause", "resume", "trigger", "backfill")
     readonly_fields = (*(f.name for f in Schedule._meta.fields), "start_time", "end_time",
-                       "max_runs", "one_off", "overlap", "deadline", "preview")
+                       "max_runs", "one_off", "overlap", "deadline", "catch_up_window",
+                       "jitter", "preview")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Schedule]:
         registration = Registration.objects.filter(name=OuterRef("name"))
@@ -265,6 +269,16 @@ class ScheduleAdmin(admin.ModelAdmin):
         seconds = ScheduleBounds.of(_row(obj)).deadline
         return "none" if seconds is None else f"{seconds:g} s after the fire"
 
+    @admin.display(description="catch-up window")
+    def catch_up_window(self, obj: Schedule) -> str:
+        seconds = ScheduleBounds.of(_row(obj)).catch_up_window
+        return "none" if seconds is None else f"{seconds:g} s: older missed fires are skipped"
+
+    @admin.display(description="jitter")
+    def jitter(self, obj: Schedule) -> str:
+        seconds = ScheduleBounds.of(_row(obj)).jitter
+        return "none" if seconds is None else f"up to {seconds:g} s after each fire time"
+
     @admin.display(description="preview")
     def preview(self, obj: Schedule) -> str:
         """The next fires (awa-beat preview), DST changes marked, with the warnings about
@@ -274,9 +288,12 @@ class ScheduleAdmin(admin.ModelAdmin):
         except AwaBeatError as exc:
             return format_html('<span style="color:#b3261e">{}</span>', str(exc))
         lines = format_html_join(
-            "", '<li data-mark="{}">{} <small>({})</small>{}</li>',
+            "", '<li data-mark="{}">{} <small>({})</small>{}{}</li>',
             ((f.mark, _instant(f.at), f.local.strftime("%Y-%m-%d %H:%M:%S %Z"),
-              format_html(" <strong>{}</strong>", f.note) if f.note else "")
+              format_html(" <strong>{}</strong>", f.note) if f.note else "",
+              format_html(" <small data-run-at>runs at {} (jitter)</small>",
+                          f.run_at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3])
+              if f.run_at is not None else "")
              for f in found.fires))
         return format_html(
             '<div id="awa-beat-preview">{}{}<ol>{}</ol>{}</div>',
