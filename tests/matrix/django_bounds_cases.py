@@ -131,3 +131,38 @@ def test_add_with_bounds(client: Any, project: str) -> None:
         "max_runs": "three"})
     assert bad.status_code == 400 and "a whole number of runs" in bad.content.decode()
     assert "admin-bad" not in stored_rows(project)
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if CATALOGUE[n].state != "retired"])
+def test_the_window_and_the_jitter_are_set_shown_and_removed(client: Any, project: str,
+                                                             name: str) -> None:
+    values = shown_form(client, name)
+    assert (values.get("catch_up_window", ""), values.get("jitter", "")) == ("", "")
+    values.update(catch_up_window="5m", jitter="0.25")
+    assert save(client, name, values).status_code == 302
+    with Database(project) as store:
+        b = ScheduleBounds.of(store.schedules.get(name))
+    assert (b.catch_up_window, b.jitter) == (300.0, 0.25)
+    page = client.get(f"/admin/awa_beat/schedule/{name}/change/").content.decode()
+    assert "300 s: older missed fires are skipped" in page
+    assert "up to 0.25 s after each fire time" in page
+    if CATALOGUE[name].marker != "at" and not CATALOGUE[name].paused:
+        assert "data-run-at" in page  # the preview lists each fire's run time
+    values = shown_form(client, name)
+    assert (values["catch_up_window"], values["jitter"]) == ("300", "0.25")
+    values.update(catch_up_window="", jitter="")
+    assert save(client, name, values).status_code == 302
+    with Database(project) as store:
+        b = ScheduleBounds.of(store.schedules.get(name))
+    assert (b.catch_up_window, b.jitter) == (None, None)
+
+
+def test_a_bad_jitter_is_named_next_to_its_field(client: Any, project: str) -> None:
+    before = stored_rows(project)["bound-end"]
+    values = shown_form(client, "bound-end")
+    values["jitter"] = "0"
+    page = save(client, "bound-end", values)
+    assert page.status_code == 400
+    text = page.content.decode()
+    assert "Nothing was written" in text and "positive number of seconds" in text
+    assert stored_rows(project)["bound-end"] == before

@@ -1,7 +1,8 @@
-"""Bounds (start_time, end_time, max_runs, one_off) and overlap and deadline as fields of
-the dashboard's add and edit forms, in Chromium, and of the Django admin's change page
-and runtime form, for every schedule type of the catalogue, in both layouts (issue 34,
-defect 4). The API and command-line cells are in test_bounds.py.
+"""Bounds (start_time, end_time, max_runs, one_off), overlap and deadline, and the
+catch-up window and the jitter as fields of the dashboard's add and edit forms, in
+Chromium, and of the Django admin's change page and runtime form, for every schedule type
+of the catalogue, in both layouts (issue 34, defect 4; issue 38). The API and
+command-line cells are in test_bounds.py and test_window_jitter.py.
 
 Every type is stored here owned at run time (the forms edit only such rows).
 """
@@ -205,6 +206,54 @@ def test_dashboard_a_bad_bound_is_named_and_nothing_is_written(
     expect(page.locator("#problems")).to_contain_text(field)
     expect(page.locator("#problems")).to_contain_text(problem)
     assert stored_rows(url)["bound-end"] == before
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if CATALOGUE[n].state != "retired"])
+def test_dashboard_shows_sets_and_removes_the_window_and_the_jitter(
+        page: Any, site: tuple[str, str], name: str) -> None:
+    web, url = site
+    edit_form(page, web, name)
+    page.fill("input[name=catch_up_window]", "5m")
+    page.fill("input[name=jitter]", "0.25")
+    assert post(page, web, "/schedule/edit") == 303
+    assert timing_of(url, name) == (300.0, 0.25)
+    page.goto(f"{web}/schedule?name={name}")
+    expect(page.locator("#catch-up-window")).to_contain_text("300 s")
+    expect(page.locator("#jitter")).to_contain_text("up to 0.25 s")
+    if CATALOGUE[name].marker != "at" and not CATALOGUE[name].paused:
+        expect(page.locator("#preview td[data-run-at]").first).to_be_visible()
+    edit_form(page, web, name)
+    expect(page.locator("input[name=catch_up_window]")).to_have_value("300")
+    expect(page.locator("input[name=jitter]")).to_have_value("0.25")
+    page.fill("input[name=catch_up_window]", "")
+    page.fill("input[name=jitter]", "")
+    assert post(page, web, "/schedule/edit") == 303
+    assert timing_of(url, name) == (None, None)
+    page.goto(f"{web}/schedule?name={name}")
+    expect(page.locator("#catch-up-window")).to_have_count(0)
+
+
+@pytest.mark.parametrize(("field", "value", "problem"), [
+    ("catch_up_window", "0.5", "at least 1 s"),
+    ("catch_up_window", "soon", "older than this many seconds"),
+    ("jitter", "0", "positive"),
+])
+def test_dashboard_a_bad_window_or_jitter_is_named_and_nothing_is_written(
+        page: Any, site: tuple[str, str], field: str, value: str, problem: str) -> None:
+    web, url = site
+    before = stored_rows(url)["bound-end"]
+    edit_form(page, web, "bound-end")
+    page.fill(f"input[name={field}]", value)
+    assert post(page, web, "/schedule/edit") == 400
+    expect(page.locator("#problems")).to_contain_text(field)
+    expect(page.locator("#problems")).to_contain_text(problem)
+    assert stored_rows(url)["bound-end"] == before
+
+
+def timing_of(url: str, name: str) -> tuple[Any, ...]:
+    with Database(url) as store:
+        b = ScheduleBounds.of(store.schedules.get(name))
+    return b.catch_up_window, b.jitter
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
