@@ -346,6 +346,14 @@ def test_the_command(matrix_db: MatrixDB) -> None:
         "already)",
         f"fire times (UTC): {expected[0]:%Y-%m-%d %H:%M:%S} .. {expected[-1]:%Y-%m-%d %H:%M:%S}"]
 
+    shown = subprocess.run([sys.executable, "-m", "awa_beat", "history", name, "--json",
+                            "--database-url", db.url], capture_output=True, text=True,
+                           timeout=60, env={**os.environ, "PYTHONPATH": os.getcwd()},
+                           check=False)
+    assert shown.returncode == 0, shown.stderr
+    assert [(o["kind"], o["fire_time"]) for o in json.loads(shown.stdout)] == [
+        ("backfilled", t.isoformat()) for t in reversed(expected)]
+
     for args, words in [
             (("--from", "2026-11-01T00:00:00", "--to", end), "--from '2026-11-01T00:00:00' "
                                                               "has no offset"),
