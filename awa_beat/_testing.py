@@ -32,6 +32,7 @@ from ._db.database import Database
 from ._db.records import (
     RETIRED_BY,
     WINDOW_SKIPPED,
+    BufferedStart,
     Contact,
     CronRow,
     CronState,
@@ -496,6 +497,13 @@ class _MemoryEvaluator:
                                                w.count, w.reason))
                 result.windowed.append(FiredJob(0, request.name, WINDOW_SKIPPED, now))
         return result
+
+
+    def fire_buffered(self) -> BufferedStart:
+        """As ``fire_buffered``, where no fire is ever held: like the statement's overlap
+        policies, which it does not model, buffer_one never holds one here."""
+        self.store._call("fire_buffered")
+        return BufferedStart()
 
 
 class _MemorySchedules:

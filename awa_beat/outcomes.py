@@ -266,12 +266,16 @@ class Writer:
         while len(self.buffer):
             batch = merge(self.buffer.take(BATCH))
             try:
-                self._opened().outcomes.record(outcome_params(batch))
+                paused = self._opened().outcomes.record(outcome_params(batch))
             except AwaBeatError as exc:
                 self.buffer.put_back(batch)
                 self._lost_database(exc)
                 return False
             self.written += len(batch)
+            for name, note in paused or ():
+                event(logger, logging.WARNING, "schedule.paused_after_failures",
+                      "awa-beat: paused schedule %r: %s", name, note, schedule=name,
+                      note=note)
             if self._outage:
                 self._outage = False
                 event(logger, logging.INFO, "outcomes.recovered",

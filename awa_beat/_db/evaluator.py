@@ -25,6 +25,7 @@ from .database import one_row, wrap_errors
 from .records import (
     RETIRED_BY,
     WINDOW_SKIPPED,
+    BufferedStart,
     CronRow,
     CronState,
     FiredJob,
@@ -195,13 +196,15 @@ class EvaluatorStore:
             return result
         try:
             fired = self._fire_batch(requests)
-            for j in fired:
+            for j, held in fired:
                 if j.job_id:
                     result.jobs.append(j)
                 elif not j.fire_time:
                     result.ahead.append(j.name)
                 elif j.fire_time == WINDOW_SKIPPED:
                     result.windowed.append(j)
+                elif held:
+                    result.buffered.append(j)
                 else:
                     result.skipped.append(j)
         except psycopg.OperationalError as exc:
@@ -214,17 +217,33 @@ class EvaluatorStore:
                 single = self.fire([request])
                 result.jobs += single.jobs
                 result.skipped += single.skipped
+                result.buffered += single.buffered
                 result.ahead += single.ahead
                 result.windowed += single.windowed
                 result.failed.update(single.failed)
         return result
 
-    def _fire_batch(self, requests: Sequence[FireRequest]) -> list[FiredJob]:
+    def _fire_batch(self, requests: Sequence[FireRequest]) -> list[tuple[FiredJob, bool]]:
         with self.db.connection() as conn:
             rows = conn.execute(self.db.layout.fire_statement,
                                 fire_params(requests, self.db.clock_tolerance)).fetchall()
-        return [FiredJob(int(job_id or 0), name, fire_time or "", updated_at)
-                for job_id, name, fire_time, updated_at in rows]
+        return [(FiredJob(int(job_id or 0), name, fire_time or "", updated_at), held)
+                for job_id, name, fire_time, updated_at, held in rows]
+
+    def fire_buffered(self) -> BufferedStart:
+        """Start the fires that overlap buffer_one holds whose blocking run has finished
+        (``fire_buffered`` in queries.sql): each gets one job, across replicas, and
+        becomes the run that blocks its schedule. Returns the jobs, and how many fires
+        remain held (for the caller to look again while any does)."""
+        with self.db.connection() as conn, wrap_errors("starting held fires"):
+            rows = conn.execute(self.db.layout.statements["fire_buffered"]).fetchall()
+        started = BufferedStart()
+        for job_id, name, fire_time, updated_at, still_held in rows:
+            if job_id is None:
+                started.still_held = int(still_held or 0)
+            else:
+                started.jobs.append(FiredJob(int(job_id), name, fire_time, updated_at))
+        return started
 
 
 def fire_params(requests: Sequence[FireRequest],

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from psycopg.rows import dict_row
 
 from .database import wrap_errors
+from .records import FAILURES_PAUSED_BY, PAUSE_ERROR_LIMIT
 from .sql import queries
 
 if TYPE_CHECKING:
@@ -25,11 +26,31 @@ class OutcomeStore:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def record(self, columns: dict[str, list[Any]]) -> None:
+    def record(self, columns: dict[str, list[Any]]) -> list[tuple[str, str]]:
         """Upsert the workers' reports, given as parallel arrays with one row per task
-        id (see :func:`awa_beat.outcomes.outcome_params`)."""
+        id (see :func:`awa_beat.outcomes.outcome_params`), and return the schedules that
+        this batch paused after their ``pause_after_failures`` failed runs in a row, each
+        with its pause note.
+
+        A batch without a failed run is one statement. One with a failed run is written
+        in a transaction that first locks the rows of its schedules that ask to be paused
+        on failure, then checks them once the batch is in (docs/operating-time.md)."""
+        failed = sorted({name for name, state in zip(columns["schedules"], columns["states"],
+                                                     strict=True) if state == "failed"})
         with self.db.connection() as conn, wrap_errors("recording outcomes"):
-            conn.execute(queries["record_outcomes"], columns)
+            if not failed:
+                conn.execute(queries["record_outcomes"], columns)
+                return []
+            with conn.transaction():
+                guarded = [r[0] for r in conn.execute(queries["lock_failure_guards"],
+                                                      {"names": failed})]
+                conn.execute(queries["record_outcomes"], columns)
+                if not guarded:
+                    return []
+                return [(name, note) for name, note in conn.execute(
+                    queries["pause_after_failures"],
+                    {"names": guarded, "by": FAILURES_PAUSED_BY,
+                     "error_limit": PAUSE_ERROR_LIMIT})]
 
     def claim(self, **run: Any) -> bool:
         """Start the run of ``run["task_id"]`` unless a run of it started already, so

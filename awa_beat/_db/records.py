@@ -14,6 +14,10 @@ from typing import Any, NamedTuple, Protocol
 #: value of the table: the store binds it into its statements and every reader compares
 #: with it.
 RETIRED_BY = "awa-beat: retired (its last run fired)"
+#: Who pauses a schedule after its ``pause_after_failures`` failed runs in a row.
+FAILURES_PAUSED_BY = "awa-beat"
+#: How much of the last error a pause after failures keeps in its note.
+PAUSE_ERROR_LIMIT = 300
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,19 @@ class FireResult:
     windowed: list[FiredJob] = field(default_factory=list)
     """Schedules whose fires older than the catch-up window were recorded as skipped
     (their cursor moved): ``job_id`` is 0 and ``fire_time`` is :data:`WINDOW_SKIPPED`."""
+    buffered: list[FiredJob] = field(default_factory=list)
+    """Fires that overlap buffer_one holds until the run before them finishes (cursor
+    moved, no job yet): ``job_id`` is 0. The engine then starts them
+    (:meth:`~awa_beat._db.evaluator.EvaluatorStore.fire_buffered`)."""
+
+
+@dataclass
+class BufferedStart:
+    """What one run of ``fire_buffered`` did: the jobs of the held fires it started, and
+    how many fires remain held."""
+
+    jobs: list[FiredJob] = field(default_factory=list)
+    still_held: int = 0
 
 
 @dataclass(frozen=True)

@@ -171,9 +171,17 @@ class Engine:
         """Fire what is due, refresh if it is time, and return how long to sleep."""
         if self.view.state is None:
             self.view.load()
-        fired = self.firing.fire_due()
+        firing = self.firing
+        fired = firing.fire_due()
+        if firing.held_check_at is not None:
+            firing.start_held()
         refreshed = self.view.refresh_if_due()
         return PassReport(fired, refreshed, self.wait())
+
+    def look_for_held(self) -> None:
+        """Look for held fires (overlap buffer_one) at the next pass, as a new leader
+        must: it does not know which fires its predecessor held."""
+        self.firing.look_for_held()
 
     def fire_due(self) -> FireResult:
         """Fire the schedules whose due time has come, up to FIRE_BATCH of them, in one
@@ -190,6 +198,9 @@ class Engine:
         due = self.table.next_due()
         if due is not None:
             until = min(until, due)
+        held = self.firing.held_check_at
+        if held is not None:
+            until = min(until, held)
         return max(0.0, until - self._clock().timestamp())
 
     # -- introspection ---------------------------------------------------------------------

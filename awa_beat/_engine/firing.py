@@ -23,6 +23,11 @@ reading this module alone:
   FIRE_BATCH, so that the bridge publishes the first jobs while the rest are fired.
 * A schedule with a run limit is read back after its fire, because the statement may
   have fired fewer runs than asked and retired it.
+* A fire that overlap buffer_one holds (the fire statement says so) is started by the
+  ``fire_buffered`` statement once the run before it has finished. The firing rules
+  look for such fires every BUFFER_POLL seconds while any is held: from the first pass
+  (a new leader does not know what its predecessor held) until none is, so that an
+  idle pass with nothing held does no more than look at one attribute.
 * What the database refused is retried: a statement that failed whole after
   RETRY_DELAY, one row's error after RETRY_DELAY, and a fire time ahead of the database's
   clock at its own fire time. A row that another evaluator fired first, or that was
@@ -40,7 +45,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from .._db.records import Coalesced, CronState, FireRequest, FireResult, Windowed
+from .._db.records import (
+    BufferedStart,
+    Coalesced,
+    CronState,
+    FireRequest,
+    FireResult,
+    Windowed,
+)
 from .._logs import event
 from .._schedules.fire_times import (
     Calendar,
@@ -70,6 +82,9 @@ FIRST_FIRE_BATCH = 50
 FIRE_RAMP = 4
 #: Fires a coalesce left out are counted up to this many, and then recorded as "at least".
 COALESCED_COUNT_LIMIT = 10000
+#: Seconds between two looks for held fires (overlap buffer_one) whose run has finished,
+#: while any is held: the most a held fire waits after that run ends, give or take a pass.
+BUFFER_POLL = 2.0
 
 #: Why a due fire time was not fired here: another evaluator fired it first (or the row
 #: was paused, edited or removed meanwhile), the row is invalid, the database refused it
@@ -98,6 +113,10 @@ class EngineStats:
     """Schedules whose last outcome is kept in :attr:`outcomes` (a bounded set)."""
     outcomes: dict[str, str] = field(default_factory=dict)
     """The outcome of the last fire of each watched schedule (:data:`OUTCOMES`)."""
+    buffered: int = 0
+    """Fire times held by overlap buffer_one while the run before them had not finished."""
+    buffered_started: int = 0
+    """Held fires that got their job when the run before them finished."""
 
 
 class FiringStore(Protocol):
@@ -110,6 +129,11 @@ class FiringStore(Protocol):
 
     def cron_states_by_name(self, names: Sequence[str]) -> list[CronState]:
         """The rows that still exist among ``names``."""
+        ...
+
+    def fire_buffered(self) -> BufferedStart:
+        """Start the held fires (overlap buffer_one) whose run before has finished, once
+        each across replicas; say how many remain held."""
         ...
 
 
@@ -132,6 +156,39 @@ class Firing:
         """Schedules put off by a failed fire, whose queued instant is not their fire time."""
         self._full = 0
         """The size of the last fire statement if it was full (more may be due), else 0."""
+        self.held_check_at: float | None = 0.0
+        """When to look next for held fires whose run has finished (epoch seconds), or
+        None while none is known to be held. It starts at 0: the first pass looks."""
+
+    def start_held(self) -> BufferedStart | None:
+        """Start the held fires whose run before them has finished, when it is time to
+        look (:attr:`held_check_at`), and return what was done (None: not yet time)."""
+        check_at = self.held_check_at
+        if check_at is None:
+            return None
+        now_epoch = self.clock().timestamp()
+        if now_epoch < check_at:
+            return None
+        # Set first, so that a database error is retried at the next look, not at once.
+        self.held_check_at = now_epoch + BUFFER_POLL
+        started = self.store.fire_buffered()
+        if not started.still_held:
+            self.held_check_at = None
+        if started.jobs:
+            self.stats.buffered_started += len(started.jobs)
+            for job in started.jobs:
+                event(logger, logging.INFO, "fire.buffered_started",
+                      "beat: fired %s for %s, held until its previous run finished "
+                      "(overlap=buffer_one): job %s", job.name, job.fire_time, job.job_id,
+                      schedule=job.name, fire_time=job.fire_time, job_id=job.job_id)
+            if self.on_fired is not None:
+                self.on_fired(FireResult(jobs=started.jobs))
+        return started
+
+    def look_for_held(self) -> None:
+        """Look for held fires at the next pass: a new leader does not know which fires
+        its predecessor held."""
+        self.held_check_at = 0.0
 
     def fire_due(self) -> FireResult:
         """Fire the schedules whose due time has come, up to FIRE_BATCH of them (fewer in
@@ -156,6 +213,9 @@ class Firing:
                 for request in requests:
                     self.table.schedule(rows[request.name], at=now_epoch + RETRY_DELAY)
                     self.retrying.add(request.name)
+                if self.held_check_at is not None:
+                    # Held fires are looked for when the database is tried again.
+                    self.held_check_at = max(self.held_check_at, now_epoch + RETRY_DELAY)
                 raise
             latest = max((r.fire_times[-1].timestamp() for r in requests if r.fire_times),
                          default=None)
@@ -221,14 +281,27 @@ class Firing:
                rows: dict[str, Row]) -> None:
         """Apply what the fire statement did to each row it was asked to fire."""
         fired = {job.name: job.updated_at
-                 for job in [*result.jobs, *result.skipped, *result.windowed]}
+                 for job in [*result.jobs, *result.skipped, *result.windowed,
+                             *result.buffered]}
         stats = self.stats
         overlapped: dict[str, int] = {}
+        held: dict[str, int] = {}
         for job in result.skipped:
             overlapped[job.name] = overlapped.get(job.name, 0) + 1
             event(logger, logging.INFO, "fire.skipped",
-                  "beat: skipped %s for %s: its last run has not finished (overlap=skip)",
-                  job.name, job.fire_time, schedule=job.name, fire_time=job.fire_time)
+                  "beat: skipped %s for %s: its last run has not finished or a fire is "
+                  "held (overlap)", job.name, job.fire_time, schedule=job.name,
+                  fire_time=job.fire_time)
+        if result.buffered:
+            stats.buffered += len(result.buffered)
+            for job in result.buffered:
+                held[job.name] = 1
+                event(logger, logging.INFO, "fire.buffered",
+                      "beat: held %s for %s until its last run finishes "
+                      "(overlap=buffer_one)", job.name, job.fire_time, schedule=job.name,
+                      fire_time=job.fire_time)
+            if self.held_check_at is None:
+                self.held_check_at = now_epoch + BUFFER_POLL
         lost = []
         ahead = set(result.ahead)
         if ahead:
@@ -251,7 +324,8 @@ class Firing:
                     stats.skipped["window"] += request.windowed.count
                     self._window_skipped(request.name, request.windowed)
                 self._outcome(request.name, "window" if not request.fire_times else
-                              "overlap" if skips == len(request.fire_times) else "fired")
+                              "overlap" if skips + held.get(request.name, 0)
+                              == len(request.fire_times) else "fired")
                 if request.coalesced is not None:
                     stats.coalesced += request.coalesced.count
                 if request.limited:

@@ -105,7 +105,7 @@ def test_the_shared_queries_are_the_statements_the_same_on_both_layouts() -> Non
     for layout in LAYOUTS:
         assert {n: statements(layout)[n] for n in queries} == queries
     differ = sorted(n for n in statements("standalone") if n not in queries)
-    assert differ == ["backfill", "fire_batch", "trigger"]
+    assert differ == ["backfill", "fire_batch", "fire_buffered", "trigger"]
     assert all("{{" not in sql for layout in LAYOUTS for sql in statements(layout).values())
 
 

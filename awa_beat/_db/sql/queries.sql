@@ -229,6 +229,9 @@ last_enqueued_at = CASE
 -- Run limits (migration 0008): see the limits and mark steps; schedules without one
 -- (every Awa row) skip them. A schedule whose newest fire time is later than now() plus
 -- the clock tolerance (seconds) is not fired: it comes back with neither job id nor fire time.
+-- Overlap (migrations 0009, 0016): see the mark, passed, ran and holds steps; a fire
+-- that buffer_one holds comes back with no job id and `held` true (fire_buffered
+-- starts it later).
 -- The two layouts differ only in how the jobs are inserted (insert_fired_jobs).
 -- Catch-up window: a schedule's fire times older than its window are not in `fires`;
 -- they come as one `passed_over` row, recorded as a skipped occurrence once the CAS
@@ -287,47 +290,68 @@ WITH due AS (
     RETURNING c.name, c.kind, c.queue, c.args, c.priority, c.max_attempts, c.tags, c.metadata,
               least(due.n, coalesce(l.remaining, due.n)) AS allowed,
               l.remaining IS NOT NULL AS limited,
-              -- outcomes: an overlap=skip schedule (guarded), and whether its last run
-              -- has not finished (blocked)
-              (c.metadata -> 'awa_beat' ->> 'overlap') IS NOT DISTINCT FROM 'skip' AS guarded,
-              (coalesce((c.metadata -> 'awa_beat' ->> 'overlap') = 'skip', false) AND EXISTS (
-                SELECT FROM awa_beat.last_runs r
-                  LEFT JOIN awa_beat.outcomes o
-                         ON o.schedule = r.name AND o.fire_time = r.fire_time
-                  LEFT JOIN awa.jobs j
-                         ON j.id = r.job_id
-                        AND (c.metadata -> 'celery' ->> 'dispatch') IS DISTINCT FROM 'celery'
-                 WHERE r.name = c.name
-                   AND coalesce(o.started_at, r.fired_at) > now()
-                       - (c.metadata -> 'awa_beat' ->> 'max_runtime')::float8 * interval '1 s'
-                   AND CASE WHEN (c.metadata -> 'celery' ->> 'dispatch') = 'celery'
-                            THEN o.state IS NULL OR o.state IN ('started', 'retried')
-                            ELSE j.state::text IN ('scheduled', 'available', 'running',
-                                                   'retryable', 'waiting_external') END
-              )) AS blocked
+              -- outcomes: an overlap=skip or buffer_one schedule (guarded), whether
+              -- buffer_one holds a fire for it already (held), and whether its last run
+              -- has not finished (running)
+              coalesce((c.metadata -> 'awa_beat' ->> 'overlap') IN ('skip', 'buffer_one'),
+                       false) AS guarded,
+              (c.metadata -> 'awa_beat' ->> 'overlap') IS NOT DISTINCT FROM 'buffer_one'
+                AS buffering,
+              (coalesce((c.metadata -> 'awa_beat' ->> 'overlap') IN ('skip', 'buffer_one'),
+                        false) AND EXISTS (
+                SELECT FROM awa_beat.last_runs h
+                 WHERE h.name = c.name AND h.buffered_fire_time IS NOT NULL)) AS held,
+              (coalesce((c.metadata -> 'awa_beat' ->> 'overlap') IN ('skip', 'buffer_one'),
+                        false) AND EXISTS (
+                {{run_unfinished}}
+              )) AS running
 ), counted AS (
     INSERT INTO awa_beat.schedule_runs AS r (name, runs)
     SELECT name, allowed FROM mark WHERE limited AND allowed > 0
     ON CONFLICT (name) DO UPDATE SET runs = r.runs + EXCLUDED.runs
-), skipped AS (  -- outcomes: under overlap=skip a blocked schedule, and all but the
-                 -- first fire of one statement, fire nothing (the inserts' complement)
-    SELECT m.name, f.fire_time
+), passed AS (  -- outcomes: under overlap=skip or buffer_one, a schedule whose last
+                -- run has not finished or that holds a fire, and all but the first fire
+                -- of one statement, fire nothing (the inserts' complement). buffer_one
+                -- holds one of them (held_fire): the first if the last run has not
+                -- finished, else the second, as the first runs; none if one is held.
+    SELECT m.name, f.fire_time, m.held,
+           (m.buffering AND NOT m.held
+            AND f.seq = CASE WHEN m.running THEN 1 ELSE 2 END) AS held_fire
       FROM mark m JOIN fires f ON f.name = m.name AND f.seq <= m.allowed
-     WHERE m.guarded AND (m.blocked OR f.seq > 1)
+     WHERE m.guarded AND (m.running OR m.held OR f.seq > 1)
+), skipped AS (
+    SELECT name, fire_time, held FROM passed WHERE NOT held_fire
+), buffered AS (
+    SELECT name, fire_time FROM passed WHERE held_fire
 {{insert_fired_jobs}}
 ), guards AS MATERIALIZED (  -- outcomes: read mark once; usually no row
     SELECT name FROM mark WHERE guarded
-), ran AS (  -- outcomes: the run an overlap policy waits for
-    INSERT INTO awa_beat.last_runs AS r (name, fire_time, job_id)
-    SELECT DISTINCT ON (i.name) i.name, i.fire_time, i.id
+), ran AS (  -- outcomes: the run an overlap policy waits for, and the fire buffer_one
+            -- holds behind it when both came in this statement
+    INSERT INTO awa_beat.last_runs AS r (name, fire_time, job_id, buffered_fire_time)
+    SELECT DISTINCT ON (i.name) i.name, i.fire_time, i.id,
+           (SELECT b.fire_time FROM buffered b WHERE b.name = i.name)
       FROM inserted i JOIN guards g ON g.name = i.name
      ORDER BY i.name, i.fire_time DESC
     ON CONFLICT (name) DO UPDATE
-       SET fire_time = EXCLUDED.fire_time, job_id = EXCLUDED.job_id, fired_at = now()
+       SET fire_time = EXCLUDED.fire_time, job_id = EXCLUDED.job_id, fired_at = now(),
+           buffered_fire_time = EXCLUDED.buffered_fire_time
+), holds AS (  -- outcomes: a fire held behind a run of an earlier statement (that run
+               -- has a last_runs row, or it would not block)
+    UPDATE awa_beat.last_runs r SET buffered_fire_time = b.fire_time
+      FROM buffered b
+     WHERE r.name = b.name AND NOT EXISTS (SELECT FROM inserted i WHERE i.name = b.name)
 ), skips AS (  -- outcomes
     INSERT INTO awa_beat.occurrences (schedule, kind, fire_time, reason)
-    SELECT name, 'skipped', fire_time, 'overlap: the previous run had not finished'
+    SELECT name, 'skipped', fire_time,
+           CASE WHEN held THEN 'overlap: a fire is held already (buffer_one)'
+                ELSE 'overlap: the previous run had not finished' END
       FROM skipped
+), buffers AS (  -- outcomes
+    INSERT INTO awa_beat.occurrences (schedule, kind, fire_time, reason)
+    SELECT name, 'buffered', fire_time,
+           'overlap buffer_one: held until the previous run finishes'
+      FROM buffered
 ), coalesced AS (  -- outcomes
     INSERT INTO awa_beat.occurrences (schedule, kind, fire_time, last_fire_time, count, reason)
     SELECT l.name, 'coalesced', l.first_time, l.last_time, l.count,
@@ -339,14 +363,16 @@ WITH due AS (
       FROM passed_over w JOIN mark m ON m.name = w.name
     RETURNING schedule
 )
-SELECT id, name, fire_time, now() AS updated_at FROM inserted
+SELECT id, name, fire_time, now() AS updated_at, false AS held FROM inserted
 UNION ALL  -- outcomes: skipped fires come back with no job id
-SELECT NULL, name, fire_time::text, now() FROM skipped
+SELECT NULL, name, fire_time::text, now(), false FROM skipped
+UNION ALL  -- outcomes: a fire buffer_one holds, with no job id, marked held
+SELECT NULL, name, fire_time::text, now(), true FROM buffered
 UNION ALL  -- catch-up window: the schedules whose older fires were passed over
-SELECT NULL, schedule, 'window', now() FROM window_skips
+SELECT NULL, schedule, 'window', now(), false FROM window_skips
 UNION ALL  -- schedules not fired because their fire time is ahead of the database's
            -- clock: no job id and no fire time (the host's clock is fast)
-SELECT NULL, name, NULL, now() FROM due
+SELECT NULL, name, NULL, now(), false FROM due
  WHERE cursor > now() + %(clock_tolerance)s::float8 * interval '1 second';
 
 -- fragment insert_fired_jobs [standalone] --
@@ -383,11 +409,86 @@ SELECT NULL, name, NULL, now() FROM due
            o.metadata || jsonb_build_object('cron_name', o.name, 'cron_fire_time', o.fire_time::text),
            o.tags, NULL, NULL) AS j
 
+-- fire_buffered --
+-- overlap buffer_one: give each held fire whose blocking run has finished (the test of
+-- fire_batch's `running`, its max_runtime bound included) its job, as a normal fire of
+-- the held fire time plus "buffered": true, and point last_runs at that job (so that it
+-- blocks in turn). The held rows are locked: a second statement that waited for them
+-- finds buffered_fire_time cleared and starts nothing, so each held fire gets one job.
+-- A paused schedule keeps its fire held until it is resumed. The last row has no job:
+-- its `still_held` is how many fires remain held.
+WITH ready AS (
+    SELECT h.name, h.buffered_fire_time, c.kind, c.queue, c.args, c.priority,
+           c.max_attempts, c.tags, c.metadata
+      FROM awa_beat.last_runs h JOIN awa.cron_jobs c ON c.name = h.name
+     WHERE h.buffered_fire_time IS NOT NULL
+       AND c.paused_at IS NULL
+       AND NOT EXISTS (
+           {{run_unfinished}}
+       )
+     ORDER BY h.buffered_fire_time, h.name
+       FOR UPDATE OF h
+{{insert_buffered_jobs}}
+), started AS (
+    UPDATE awa_beat.last_runs r
+       SET fire_time = i.fire_time, job_id = i.id, fired_at = now(), buffered_fire_time = NULL
+      FROM inserted i
+     WHERE r.name = i.name
+)
+SELECT id, name, fire_time, now() AS updated_at, NULL::bigint AS still_held FROM inserted
+UNION ALL
+SELECT NULL, NULL, NULL, now(),
+       (SELECT count(*) FROM awa_beat.last_runs WHERE buffered_fire_time IS NOT NULL)
+       - (SELECT count(*) FROM inserted);
+
+-- fragment insert_buffered_jobs [standalone] --
+-- The held fires' jobs, into awa.jobs directly.
+), inserted AS (
+    INSERT INTO awa.jobs (kind, queue, args, state, priority, max_attempts, metadata, tags)
+    SELECT kind, queue, args, 'available', priority, max_attempts,
+           metadata || jsonb_build_object('cron_name', name,
+                                          'cron_fire_time', buffered_fire_time::text,
+                                          'buffered', true),
+           tags
+      FROM ready
+     ORDER BY buffered_fire_time, name
+    RETURNING id, metadata ->> 'cron_name' AS name, metadata ->> 'cron_fire_time' AS fire_time
+
+-- fragment insert_buffered_jobs [awa] --
+-- The same through awa.insert_job_compat, as fire_batch inserts on Awa's tables.
+), inserted AS (
+    SELECT j.id, r.name, j.metadata ->> 'cron_fire_time' AS fire_time
+      FROM ready r CROSS JOIN LATERAL awa.insert_job_compat(
+           r.kind, r.queue, r.args, 'available'::awa.job_state, r.priority, r.max_attempts,
+           NULL, r.metadata || jsonb_build_object('cron_name', r.name,
+                                                  'cron_fire_time', r.buffered_fire_time::text,
+                                                  'buffered', true),
+           r.tags, NULL, NULL) AS j
+
+-- fragment run_unfinished --
+-- Whether the run in last_runs of schedule c has not finished: for Celery dispatch it
+-- has no outcome yet or one of started/retried, for Awa dispatch its job is not final;
+-- a run that never reports back stops counting max_runtime seconds after its start (or
+-- its fire, if it never started).
+SELECT FROM awa_beat.last_runs r
+  LEFT JOIN awa_beat.outcomes o
+         ON o.schedule = r.name AND o.fire_time = r.fire_time
+  LEFT JOIN awa.jobs j
+         ON j.id = r.job_id
+        AND (c.metadata -> 'celery' ->> 'dispatch') IS DISTINCT FROM 'celery'
+ WHERE r.name = c.name
+   AND coalesce(o.started_at, r.fired_at) > now()
+       - (c.metadata -> 'awa_beat' ->> 'max_runtime')::float8 * interval '1 s'
+   AND CASE WHEN (c.metadata -> 'celery' ->> 'dispatch') = 'celery'
+            THEN o.state IS NULL OR o.state IN ('started', 'retried')
+            ELSE j.state::text IN ('scheduled', 'available', 'running',
+                                   'retryable', 'waiting_external') END
+
 -- fragment fires_with_a_job --
 -- The fires that get a job, in the order of their fire times: each schedule's allowed
--- fires, except those `skipped` holds.
+-- fires, except those `passed` holds.
   FROM mark m JOIN fires f ON f.name = m.name AND f.seq <= m.allowed
- WHERE NOT (m.guarded AND (m.blocked OR f.seq > 1))
+ WHERE NOT (m.guarded AND (m.running OR m.held OR f.seq > 1))
  ORDER BY f.fire_time, f.ord
 
 -- fragment schedule_rows --
@@ -1013,6 +1114,68 @@ ON CONFLICT (task_id) DO UPDATE
            + (EXCLUDED.started_at IS NOT NULL AND o.started_at IS NOT NULL
               AND o.state <> 'retried' AND EXCLUDED.retries <= o.retries)::int,
        updated_at = now();
+
+-- lock_failure_guards --
+-- Pause on failure, step one, before a batch with a failed outcome is written: lock the
+-- rows of its schedules that ask to be paused after failures (and are not paused), and
+-- return their names. Two workers reporting failures of one schedule at once take turns
+-- here, so the second one's check (pause_after_failures, a later statement of the same
+-- transaction) sees the first one's outcomes.
+SELECT c.name FROM awa.cron_jobs c
+ WHERE c.name = ANY(%(names)s::text[])
+   AND jsonb_typeof(c.metadata -> 'awa_beat' -> 'pause_after_failures') = 'number'
+   AND c.paused_at IS NULL
+ ORDER BY c.name
+   FOR NO KEY UPDATE;
+
+-- pause_after_failures --
+-- Pause on failure, step two, after the batch is written: pause each of the locked
+-- schedules %(names)s whose latest N outcomes by fire time (N its pause_after_failures)
+-- all failed. Only fires after the schedule's last noted pause count, so a resume starts
+-- the count afresh. The pause is awa-beat's (paused_by %(by)s, updated_at bumped for
+-- beat's refresh), with a note that says why and the last error (truncated), and an
+-- audit_log entry. Returns the schedules paused, with their notes.
+WITH guarded AS (
+    SELECT c.name, (c.metadata -> 'awa_beat' ->> 'pause_after_failures')::int AS n,
+           (SELECT p.paused_at FROM awa_beat.pause_notes p WHERE p.name = c.name) AS since
+      FROM awa.cron_jobs c
+     WHERE c.name = ANY(%(names)s::text[])
+       AND jsonb_typeof(c.metadata -> 'awa_beat' -> 'pause_after_failures') = 'number'
+       AND c.paused_at IS NULL
+), latest AS (
+    SELECT g.name, g.n, x.state, x.error, x.rank
+      FROM guarded g CROSS JOIN LATERAL (
+           SELECT o.state, o.error,
+                  row_number() OVER (ORDER BY o.fire_time::timestamptz DESC) AS rank
+             FROM awa_beat.outcomes o
+            WHERE o.schedule = g.name AND o.fire_time IS NOT NULL
+              AND (g.since IS NULL OR o.fire_time::timestamptz > g.since)
+            ORDER BY o.fire_time::timestamptz DESC
+            LIMIT g.n) x
+), failing AS (
+    SELECT name, n, min(error) FILTER (WHERE rank = 1) AS error
+      FROM latest
+     GROUP BY name, n
+    HAVING count(*) = n AND bool_and(state = 'failed')
+), paused AS (
+    UPDATE awa.cron_jobs c SET paused_at = now(), paused_by = %(by)s, updated_at = now()
+      FROM failing f
+     WHERE c.name = f.name AND c.paused_at IS NULL
+    RETURNING c.name, c.paused_at,
+              'paused after ' || f.n || ' consecutive failures; last error: '
+              || CASE WHEN length(coalesce(f.error, '')) > %(error_limit)s::int
+                      THEN left(f.error, %(error_limit)s::int) || '...'
+                      ELSE coalesce(f.error, 'not reported') END AS note
+), noted AS (
+    INSERT INTO awa_beat.pause_notes AS p (name, paused_at, note)
+    SELECT name, paused_at, note FROM paused
+    ON CONFLICT (name) DO UPDATE SET paused_at = EXCLUDED.paused_at, note = EXCLUDED.note
+), audited AS (
+    INSERT INTO awa_beat.audit_log (actor, source, action, schedule, detail, outcome)
+    SELECT %(by)s, 'outcomes', 'pause', name, jsonb_build_object('note', note), 'ok'
+      FROM paused
+)
+SELECT name, note FROM paused;
 
 -- claim_outcome --
 -- At most once: the run of a task id starts only if no run of it started before, or the

@@ -49,10 +49,19 @@ WITH due AS (
     RETURNING c.name, c.kind, c.queue, c.args, c.priority, c.max_attempts, c.tags, c.metadata,
               least(due.n, coalesce(l.remaining, due.n)) AS allowed,
               l.remaining IS NOT NULL AS limited,
-              -- outcomes: an overlap=skip schedule (guarded), and whether its last run
-              -- has not finished (blocked)
-              (c.metadata -> 'awa_beat' ->> 'overlap') IS NOT DISTINCT FROM 'skip' AS guarded,
-              (coalesce((c.metadata -> 'awa_beat' ->> 'overlap') = 'skip', false) AND EXISTS (
+              -- outcomes: an overlap=skip or buffer_one schedule (guarded), whether
+              -- buffer_one holds a fire for it already (held), and whether its last run
+              -- has not finished (running)
+              coalesce((c.metadata -> 'awa_beat' ->> 'overlap') IN ('skip', 'buffer_one'),
+                       false) AS guarded,
+              (c.metadata -> 'awa_beat' ->> 'overlap') IS NOT DISTINCT FROM 'buffer_one'
+                AS buffering,
+              (coalesce((c.metadata -> 'awa_beat' ->> 'overlap') IN ('skip', 'buffer_one'),
+                        false) AND EXISTS (
+                SELECT FROM awa_beat.last_runs h
+                 WHERE h.name = c.name AND h.buffered_fire_time IS NOT NULL)) AS held,
+              (coalesce((c.metadata -> 'awa_beat' ->> 'overlap') IN ('skip', 'buffer_one'),
+                        false) AND EXISTS (
                 SELECT FROM awa_beat.last_runs r
                   LEFT JOIN awa_beat.outcomes o
                          ON o.schedule = r.name AND o.fire_time = r.fire_time
@@ -66,20 +75,29 @@ WITH due AS (
                             THEN o.state IS NULL OR o.state IN ('started', 'retried')
                             ELSE j.state::text IN ('scheduled', 'available', 'running',
                                                    'retryable', 'waiting_external') END
-              )) AS blocked
+              )) AS running
 ), counted AS (
     INSERT INTO awa_beat.schedule_runs AS r (name, runs)
     SELECT name, allowed FROM mark WHERE limited AND allowed > 0
     ON CONFLICT (name) DO UPDATE SET runs = r.runs + EXCLUDED.runs
-), skipped AS (  -- outcomes: under overlap=skip a blocked schedule, and all but the
-                 -- first fire of one statement, fire nothing (the inserts' complement)
-    SELECT m.name, f.fire_time
+), passed AS (  -- outcomes: under overlap=skip or buffer_one, a schedule whose last
+                -- run has not finished or that holds a fire, and all but the first fire
+                -- of one statement, fire nothing (the inserts' complement). buffer_one
+                -- holds one of them (held_fire): the first if the last run has not
+                -- finished, else the second, as the first runs; none if one is held.
+    SELECT m.name, f.fire_time, m.held,
+           (m.buffering AND NOT m.held
+            AND f.seq = CASE WHEN m.running THEN 1 ELSE 2 END) AS held_fire
       FROM mark m JOIN fires f ON f.name = m.name AND f.seq <= m.allowed
-     WHERE m.guarded AND (m.blocked OR f.seq > 1)
+     WHERE m.guarded AND (m.running OR m.held OR f.seq > 1)
+), skipped AS (
+    SELECT name, fire_time, held FROM passed WHERE NOT held_fire
+), buffered AS (
+    SELECT name, fire_time FROM passed WHERE held_fire
 ), ordered AS (
     SELECT m.*, f.fire_time, f.run_at, f.ord
       FROM mark m JOIN fires f ON f.name = m.name AND f.seq <= m.allowed
-     WHERE NOT (m.guarded AND (m.blocked OR f.seq > 1))
+     WHERE NOT (m.guarded AND (m.running OR m.held OR f.seq > 1))
      ORDER BY f.fire_time, f.ord
 ), inserted AS (
     SELECT j.id, o.name, j.metadata ->> 'cron_fire_time' AS fire_time
@@ -91,17 +109,32 @@ WITH due AS (
            o.tags, NULL, NULL) AS j
 ), guards AS MATERIALIZED (  -- outcomes: read mark once; usually no row
     SELECT name FROM mark WHERE guarded
-), ran AS (  -- outcomes: the run an overlap policy waits for
-    INSERT INTO awa_beat.last_runs AS r (name, fire_time, job_id)
-    SELECT DISTINCT ON (i.name) i.name, i.fire_time, i.id
+), ran AS (  -- outcomes: the run an overlap policy waits for, and the fire buffer_one
+            -- holds behind it when both came in this statement
+    INSERT INTO awa_beat.last_runs AS r (name, fire_time, job_id, buffered_fire_time)
+    SELECT DISTINCT ON (i.name) i.name, i.fire_time, i.id,
+           (SELECT b.fire_time FROM buffered b WHERE b.name = i.name)
       FROM inserted i JOIN guards g ON g.name = i.name
      ORDER BY i.name, i.fire_time DESC
     ON CONFLICT (name) DO UPDATE
-       SET fire_time = EXCLUDED.fire_time, job_id = EXCLUDED.job_id, fired_at = now()
+       SET fire_time = EXCLUDED.fire_time, job_id = EXCLUDED.job_id, fired_at = now(),
+           buffered_fire_time = EXCLUDED.buffered_fire_time
+), holds AS (  -- outcomes: a fire held behind a run of an earlier statement (that run
+               -- has a last_runs row, or it would not block)
+    UPDATE awa_beat.last_runs r SET buffered_fire_time = b.fire_time
+      FROM buffered b
+     WHERE r.name = b.name AND NOT EXISTS (SELECT FROM inserted i WHERE i.name = b.name)
 ), skips AS (  -- outcomes
     INSERT INTO awa_beat.occurrences (schedule, kind, fire_time, reason)
-    SELECT name, 'skipped', fire_time, 'overlap: the previous run had not finished'
+    SELECT name, 'skipped', fire_time,
+           CASE WHEN held THEN 'overlap: a fire is held already (buffer_one)'
+                ELSE 'overlap: the previous run had not finished' END
       FROM skipped
+), buffers AS (  -- outcomes
+    INSERT INTO awa_beat.occurrences (schedule, kind, fire_time, reason)
+    SELECT name, 'buffered', fire_time,
+           'overlap buffer_one: held until the previous run finishes'
+      FROM buffered
 ), coalesced AS (  -- outcomes
     INSERT INTO awa_beat.occurrences (schedule, kind, fire_time, last_fire_time, count, reason)
     SELECT l.name, 'coalesced', l.first_time, l.last_time, l.count,
@@ -113,12 +146,14 @@ WITH due AS (
       FROM passed_over w JOIN mark m ON m.name = w.name
     RETURNING schedule
 )
-SELECT id, name, fire_time, now() AS updated_at FROM inserted
+SELECT id, name, fire_time, now() AS updated_at, false AS held FROM inserted
 UNION ALL  -- outcomes: skipped fires come back with no job id
-SELECT NULL, name, fire_time::text, now() FROM skipped
+SELECT NULL, name, fire_time::text, now(), false FROM skipped
+UNION ALL  -- outcomes: a fire buffer_one holds, with no job id, marked held
+SELECT NULL, name, fire_time::text, now(), true FROM buffered
 UNION ALL  -- catch-up window: the schedules whose older fires were passed over
-SELECT NULL, schedule, 'window', now() FROM window_skips
+SELECT NULL, schedule, 'window', now(), false FROM window_skips
 UNION ALL  -- schedules not fired because their fire time is ahead of the database's
            -- clock: no job id and no fire time (the host's clock is fast)
-SELECT NULL, name, NULL, now() FROM due
+SELECT NULL, name, NULL, now(), false FROM due
  WHERE cursor > now() + %(clock_tolerance)s::float8 * interval '1 second';
