@@ -38,7 +38,7 @@ from .._db.records import Fence, FireResult
 from .._engine.engine import Engine, utcnow
 from .._logs import event
 from .._schedules.fire_times import parse_iso
-from .._schedules.spec import ScheduleSpec
+from .._schedules.spec import ScheduleSpec, check_outcome_tracking
 from ..errors import AwaBeatError, DatabaseUnavailable, StoreError, UnknownSchema
 from .configuration import Configuration
 from .opening import Opening, default_leadership, default_store, open_connections
@@ -179,6 +179,9 @@ class BeatNode:
         self.hooks = hooks or NodeHooks()
         self._sleep = sleep
         self._opening = opening
+        # Refused before anything is synced: a pause on failure that no worker's report
+        # could ever trigger.
+        check_outcome_tracking(specs, settings.track_outcomes)
         self.configuration = Configuration(specs, settings.deployment)
         """The configuration, packed, and its start-up sync."""
         self._celery_entries = [s.name for s in specs if s.dispatch == "celery"]
@@ -410,6 +413,7 @@ class BeatNode:
         self.timers.heartbeat.expire()  # tell `awa-beat status` of the new leader now
         self._listen(run)  # before the refresh, so no change falls between the two
         self._leading = True
+        run.engine.look_for_held()
         self.stats.won += 1
         if run.outbox is not None:
             # Publish only under this lock (the last leader may have left jobs

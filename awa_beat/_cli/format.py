@@ -74,7 +74,8 @@ def bounds_json(bounds: ScheduleBounds) -> dict[str, Any]:
     return {"start_time": iso(bounds.start_time), "end_time": iso(bounds.end_time),
             "max_runs": bounds.max_runs, "one_off": bounds.one_off,
             "overlap": bounds.overlap, "deadline": bounds.deadline,
-            "catch_up_window": bounds.catch_up_window, "jitter": bounds.jitter}
+            "catch_up_window": bounds.catch_up_window, "jitter": bounds.jitter,
+            "pause_after_failures": bounds.pause_after_failures}
 
 
 def bounds_lines(bounds: ScheduleBounds) -> list[tuple[str, str]]:
@@ -87,7 +88,9 @@ def bounds_lines(bounds: ScheduleBounds) -> list[tuple[str, str]]:
             ("catch-up window", f"{bounds.catch_up_window:g} s (older missed fires are "
                                 "skipped)" if bounds.catch_up_window is not None else "-"),
             ("jitter", f"up to {bounds.jitter:g} s after each fire time"
-             if bounds.jitter is not None else "-")]
+             if bounds.jitter is not None else "-"),
+            ("pause after", f"{bounds.pause_after_failures} failures in a row"
+             if bounds.pause_after_failures is not None else "-")]
 
 
 def next_fire_text(view: ScheduleView) -> str:

@@ -64,9 +64,15 @@ def entry_options(func: F) -> F:
         click.option("--one-off/--no-one-off", "one_off", default=None,
                      help="Run once, then retire (max runs 1); --no-one-off makes it "
                           "recurring again."),
-        click.option("--overlap", type=click.Choice(["allow", "skip", NONE_WORD]),
-                     help="skip: no fire while the last run has not finished (docs/"
-                          f"outcomes.md). On edit, '{NONE_WORD}' is the default, allow."),
+        click.option("--overlap", type=click.Choice(["allow", "skip", "buffer_one",
+                                                      NONE_WORD]),
+                     help="skip: no fire while the last run has not finished; buffer_one: "
+                          "hold one fire until it has (docs/operating-time.md). On edit, "
+                          f"'{NONE_WORD}' is the default, allow."),
+        click.option("--pause-after-failures", metavar="N",
+                     help="Pause the schedule after N failed runs in a row (Celery "
+                          "dispatch with outcome tracking). On edit, "
+                          f"'{NONE_WORD}' removes it."),
         click.option("--deadline", metavar="SECONDS",
                      help="Overdue unless a fire succeeded within this long (900, 15m, "
                           f"1h). On edit, '{NONE_WORD}' removes it."),

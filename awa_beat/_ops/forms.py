@@ -17,7 +17,7 @@ from .rows import beat_entry
 
 #: The bounds and outcome settings, each a field of its own (empty: none, or the default).
 BOUND_FIELDS = ("start_time", "end_time", "max_runs", "one_off", "overlap", "deadline",
-                "catch_up_window", "jitter")
+                "catch_up_window", "jitter", "pause_after_failures")
 #: The form's fields, each a text input or a select (``kind`` picks how ``schedule`` is
 #: read).
 FORM_FIELDS = ("task", "kind", "schedule", "args", "kwargs", "queue", "timezone", "policy",
@@ -27,7 +27,8 @@ KINDS = {"cron": "cron expression", "every": "every N seconds", "at": "at an ins
 #: The choices of the ``overlap`` select (value, text); ``one_off`` is a checkbox, sent
 #: as ``yes`` (or empty, by a hidden field before it, when it is not checked).
 OVERLAP_CHOICES = (("", "default (allow)"), ("allow", "allow"),
-                   ("skip", "skip while the last run has not finished"))
+                   ("skip", "skip while the last run has not finished"),
+                   ("buffer_one", "buffer one fire until the last run has finished"))
 FIELD_LIMIT = 4000
 #: The form's name of each field of :func:`awa_beat._schedules.entries.entry_from_options`, for
 #: the problems shown next to the fields.
@@ -36,7 +37,7 @@ FORM_NAMES = {"task": "task", "cron": "schedule", "every": "schedule", "at": "sc
               "kwargs": "kwargs", "start": "start_time", "end": "end_time",
               "max_runs": "max_runs", "one_off": "one_off", "overlap": "overlap",
               "deadline": "deadline", "catch_up_window": "catch_up_window",
-              "jitter": "jitter"}
+              "jitter": "jitter", "pause_after_failures": "pause_after_failures"}
 
 
 def form_values(row: ScheduleRow) -> dict[str, str]:
@@ -81,7 +82,9 @@ def bound_values(bounds: ScheduleBounds) -> dict[str, str]:
             "overlap": "" if bounds.overlap == "allow" else bounds.overlap,
             "deadline": "" if deadline is None else f"{deadline:g}",
             "catch_up_window": seconds(bounds.catch_up_window),
-            "jitter": seconds(bounds.jitter)}
+            "jitter": seconds(bounds.jitter),
+            "pause_after_failures": ("" if bounds.pause_after_failures is None
+                                     else str(bounds.pause_after_failures))}
 
 
 def entry_from_form(values: Mapping[str, str], given: Mapping[str, str] | None = None,
@@ -119,4 +122,5 @@ def entry_from_form(values: Mapping[str, str], given: Mapping[str, str] | None =
         one_off=bound("one_off"),
         overlap=bound("overlap"), deadline=bound("deadline"),
         catch_up_window=bound("catch_up_window"), jitter=bound("jitter"),
+        pause_after_failures=bound("pause_after_failures"),
         edit=given is not None, fields=FORM_NAMES)

@@ -29,7 +29,12 @@ from .._schedules.fire_times import calendar_for
 from .._schedules.markers import max_runs
 from .._schedules.preview import Preview
 from .._schedules.runs import overdue_reasons, whole_second
-from .._schedules.spec import DEFAULT_MAX_RUNTIME, ScheduleSpec, specs_from_beat_schedule
+from .._schedules.spec import (
+    DEFAULT_MAX_RUNTIME,
+    ScheduleSpec,
+    check_outcome_tracking,
+    specs_from_beat_schedule,
+)
 from .._schedules.stored_entries import merge_entry
 from ..errors import (
     AwaBeatError,
@@ -365,6 +370,7 @@ class Operations:
         specs = specs_from_beat_schedule(entries, default_timezone=settings.default_timezone,
                                          default_dispatch=settings.dispatch or "awa",
                                          default_dst=settings.dst, now=self.clock())
+        check_outcome_tracking(specs, settings.track_outcomes)
         celery = [s.name for s in specs if s.dispatch == "celery"]
         if celery and self.store.awa_owned:
             raise celery_dispatch_refused(celery, "dispatch them to Awa workers "

@@ -387,8 +387,8 @@ class AuditEntry:
 class ScheduleBounds:
     """When a schedule may fire and what it expects of its runs, as fields: the bounds
     (``start_time``, ``end_time``, ``max_runs``, ``one_off``), the outcome settings
-    ``overlap`` and ``deadline`` (seconds), and the catch-up window and the jitter
-    (seconds)."""
+    ``overlap``, ``deadline`` (seconds) and ``pause_after_failures``, and the catch-up
+    window and the jitter (seconds)."""
 
     start_time: datetime | None = None
     end_time: datetime | None = None
@@ -401,6 +401,8 @@ class ScheduleBounds:
     """Seconds: a missed fire older than this is skipped, not fired."""
     jitter: float | None = None
     """Seconds: each job runs up to this long after its fire time."""
+    pause_after_failures: int | None = None
+    """How many failed runs in a row pause the schedule, or None: never."""
 
     @classmethod
     def of(cls, row: ScheduleRow) -> ScheduleBounds:
@@ -409,9 +411,12 @@ class ScheduleBounds:
             bounds = Bounds(runs=1, window=bounds.window, jitter=bounds.jitter)
         outcomes = (row.metadata or {}).get("awa_beat") or {}
         deadline = outcomes.get("deadline")
+        failures = outcomes.get("pause_after_failures")
         return cls(bounds.start, bounds.end, bounds.runs, bounds.runs == 1,
                    str(outcomes.get("overlap") or "allow"),
                    float(deadline) if isinstance(deadline, (int, float)) else None,
-                   catch_up_window=bounds.window, jitter=bounds.jitter)
+                   catch_up_window=bounds.window, jitter=bounds.jitter,
+                   pause_after_failures=failures if isinstance(failures, int)
+                   and not isinstance(failures, bool) else None)
 
 

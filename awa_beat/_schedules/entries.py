@@ -8,9 +8,10 @@ that awa-beat would ignore) is refused with a :class:`~awa_beat.errors.Validatio
 that names the entry and the field, so nothing is written.
 
 Bounds and outcome settings are fields of their own (``start``, ``end``, ``max_runs``,
-``one_off``, ``overlap``, ``deadline``, ``catch_up_window``, ``jitter``). On an edit,
-the word ``none`` removes one (the schedule then has no such bound, or the default
-overlap ``allow``), and ``one_off=False`` makes a one-off schedule recurring again.
+``one_off``, ``overlap``, ``deadline``, ``catch_up_window``, ``jitter``,
+``pause_after_failures``). On an edit, the word ``none`` removes one (the schedule then
+has no such bound, or the default overlap ``allow``), and ``one_off=False`` makes a
+one-off schedule recurring again.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ CLI_FIELDS = {
     "kwargs": "--kwargs", "option": "--option", "start": "--start", "end": "--end",
     "max_runs": "--max-runs", "one_off": "--one-off", "overlap": "--overlap",
     "deadline": "--deadline", "catch_up_window": "--catch-up-window", "jitter": "--jitter",
+    "pause_after_failures": "--pause-after-failures",
 }
 #: The flag (or form field) that sets each of awa-beat's own settings. The refusal of
 #: ``--option max_runs=3`` names it.
@@ -62,7 +64,8 @@ _SETTING_FIELDS = {"start_time": "start", "end_time": "end", "max_runs": "max_ru
                    "catch_up_window": "catch_up_window", "jitter": "jitter",
                    "timezone": "--tz", "missed_fire_policy": "--policy", "queue": "--queue",
                    "dispatch": "--dispatch", "priority": "--priority",
-                   "max_attempts": "--max-attempts", "tags": "--tag"}
+                   "max_attempts": "--max-attempts", "tags": "--tag",
+                   "pause_after_failures": "pause_after_failures"}
 
 # This takes ASCII digits only, because str.isdigit() and \d also take "²" and other
 # scripts' digits.
@@ -184,7 +187,8 @@ def _bound_settings(*, start: str | None, end: str | None, max_runs: str | int |
                     one_off: bool | str | None, overlap: str | None,
                     deadline: str | float | None, zone: str | None,
                     catch_up_window: str | float | None = None,
-                    jitter: str | float | None = None) -> dict[str, Any]:
+                    jitter: str | float | None = None,
+                    pause_after_failures: str | int | None = None) -> dict[str, Any]:
     """Return the ``options["awa_beat"]`` settings that the bound fields give, with None
     where one is removed."""
     out: dict[str, Any] = {}
@@ -224,6 +228,17 @@ def _bound_settings(*, start: str | None, end: str | None, max_runs: str | int |
             ("jitter", jitter, "each job runs up to this many seconds late (60, 0.5, 1m)")):
         if value is not None:
             out[field] = _seconds(field, value, what)
+    if pause_after_failures is not None:
+        text = str(pause_after_failures).strip()
+        if _removal(text):
+            out["pause_after_failures"] = None
+        elif isinstance(pause_after_failures, int) or text.isdigit():
+            # Its range is checked with the rest of the entry (spec.py), which names it.
+            out["pause_after_failures"] = int(text)
+        else:
+            raise _refused("pause_after_failures",
+                           f"{pause_after_failures!r}: a whole number of failures in a "
+                           f"row, or {NONE_WORD!r} for never")
     return out
 
 
@@ -333,6 +348,7 @@ def entry_from_options(name: str = "(entry)", *, task: str | None = None,
                        overlap: str | None = None, deadline: str | float | None = None,
                        catch_up_window: str | float | None = None,
                        jitter: str | float | None = None,
+                       pause_after_failures: str | int | None = None,
                        edit: bool = False, fields: Mapping[str, str] | None = None
                        ) -> dict[str, Any]:
     """Return the parts of ``name``'s beat_schedule entry that the options give, and only
@@ -352,7 +368,8 @@ def entry_from_options(name: str = "(entry)", *, task: str | None = None,
                       option=option, edit=edit,
                       bounds=dict(start=start, end=end, max_runs=max_runs, one_off=one_off,
                                   overlap=overlap, deadline=deadline,
-                                  catch_up_window=catch_up_window, jitter=jitter))
+                                  catch_up_window=catch_up_window, jitter=jitter,
+                                  pause_after_failures=pause_after_failures))
     except FieldRefused as exc:
         raise ValidationError([(name, labels.get(exc.field, exc.field), exc.message)]
                               ) from None

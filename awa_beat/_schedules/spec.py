@@ -20,7 +20,8 @@ This is where things go in an entry (a normal Celery ``beat_schedule`` entry)::
                 "metrics": True,                    # series of its own (observability.md)
                 "start_time": datetime(...),        # bounds, any schedule (see below)
                 "end_time": "2027-01-01T00:00:00Z", "max_runs": 3, "one_off": False,
-                "overlap": "skip",                  # or "allow" (default); docs/outcomes.md
+                "overlap": "skip",                  # "allow" (default), "skip", "buffer_one"
+                "pause_after_failures": 3,          # pause after 3 failed runs in a row
                 "max_runtime": 600,                 # s; default: a numeric expires, else 1 h
                 "deadline": 900,                    # s after the fire; else never overdue late
                 "at_most_once": True,               # never run one fire twice
@@ -137,7 +138,7 @@ AWA_BEAT_OPTION = "awa_beat"
 _AWA_KEYS = {"timezone", "missed_fire_policy", "queue", "priority", "max_attempts", "tags",
              "metadata", "dispatch", "metrics", "start_time", "end_time", "max_runs",
              "one_off", "overlap", "max_runtime", "deadline", "at_most_once", "dst",
-             "catch_up_window", "jitter"}
+             "catch_up_window", "jitter", "pause_after_failures"}
 AWA_BEAT_KEYS = frozenset(_AWA_KEYS)
 #: The settings of ``options["awa_beat"]`` that are a schedule's bounds. They are stored
 #: in its marker, and ``operations.beat_entry`` gives them back as these keys.
@@ -151,9 +152,11 @@ TIMING_OPTIONS = (("catch_up_window", "window"), ("jitter", "jitter"))
 #: them are ignored.
 BRIDGE_OWNED_OPTIONS = ("retry", "retry_policy", "task_id", "producer", "connection",
                         "publisher", "router", "add_to_parent", "result_cls")
-#: The overlap policies (docs/outcomes.md): fire whatever runs, or do not fire while the
-#: last run has not finished.
-OVERLAPS = ("allow", "skip")
+#: The overlap policies (docs/outcomes.md): fire whatever runs, do not fire while the
+#: last run has not finished, or hold one fire until it has (Temporal's BUFFER_ONE).
+OVERLAPS = ("allow", "skip", "buffer_one")
+#: The most consecutive failures ``pause_after_failures`` may wait for.
+MAX_PAUSE_AFTER_FAILURES = 1000
 #: The seconds after its start (or its fire, if it never started) after which a run that
 #: never reported back stops blocking its schedule and shows as lost, unless the entry
 #: gives ``max_runtime`` or a numeric ``expires``.
@@ -221,7 +224,8 @@ class ScheduleSpec:
     """Whether the schedule has series of its own in this beat's metrics. It is not
     stored, because it is each beat's own choice."""
     outcomes: Mapping[str, Any] = field(default_factory=dict)
-    """``overlap``, ``max_runtime``, ``deadline`` and ``at_most_once`` as given. They are
+    """``overlap``, ``max_runtime``, ``deadline``, ``at_most_once`` and
+    ``pause_after_failures`` as given. They are
     stored in ``metadata["awa_beat"]``, which the fire statement and the workers read."""
 
     def row(self, deployment: str | None = None,
@@ -581,6 +585,13 @@ def _convert(name: Any, entry: Any, default_tz: str, default_dispatch: str,
                      "is reserved: awa-beat writes it on every fired job")
 
     outcomes = _outcome_options(label, awa, options, problems)
+    if "pause_after_failures" in outcomes and dispatch == "awa":
+        # Awa workers report nothing to awa-beat: their outcomes are awa.jobs states, and
+        # no statement of awa-beat's sees a job fail, so the pause could never happen.
+        problems.add(label, "options.awa_beat.pause_after_failures",
+                     "needs Celery dispatch with outcome tracking; a schedule dispatched "
+                     "to Awa workers cannot be paused on failure (set "
+                     "options.awa_beat.dispatch = 'celery', or remove the option)")
 
     if len(problems.items) > before or cron_expr is None or not isinstance(task, str):
         return None
@@ -627,7 +638,8 @@ def _outcome_options(label: str, awa: Mapping[str, Any], options: Mapping[str, A
     overlap = awa.get("overlap", "allow")
     if overlap not in OVERLAPS:
         problems.add(label, "options.awa_beat.overlap",
-                     f"{overlap!r} is not an overlap policy; use 'allow' or 'skip'")
+                     f"{overlap!r} is not an overlap policy; use 'allow', 'skip' or "
+                     "'buffer_one'")
     elif overlap != "allow":
         out["overlap"] = overlap
     for key in ("max_runtime", "deadline"):
@@ -640,6 +652,14 @@ def _outcome_options(label: str, awa: Mapping[str, Any], options: Mapping[str, A
                          f"{value!r} must be a positive number of seconds")
         else:
             out[key] = float(value)
+    failures = awa.get("pause_after_failures")
+    if failures is not None:
+        if not _int_in(failures, 1, MAX_PAUSE_AFTER_FAILURES):
+            problems.add(label, "options.awa_beat.pause_after_failures",
+                         f"{failures!r} must be a whole number of failures from 1 to "
+                         f"{MAX_PAUSE_AFTER_FAILURES}")
+        else:
+            out["pause_after_failures"] = int(failures)
     once = awa.get("at_most_once")
     if once is not None:
         if not isinstance(once, bool):
@@ -654,6 +674,21 @@ def _outcome_options(label: str, awa: Mapping[str, Any], options: Mapping[str, A
         else:
             out["max_runtime"] = DEFAULT_MAX_RUNTIME
     return out
+
+
+def check_outcome_tracking(specs: Iterable[ScheduleSpec], track_outcomes: bool) -> None:
+    """Refuse (:class:`ValidationError`, every entry named) Celery-dispatched specs with
+    ``pause_after_failures`` when ``awa_beat_track_outcomes`` is off here: without the
+    workers' reports no failure is ever seen, so the schedule would never pause."""
+    if track_outcomes:
+        return
+    problems = [(s.name, "options.awa_beat.pause_after_failures",
+                 "needs outcome tracking: set awa_beat_track_outcomes = True (or "
+                 "AWA_BEAT_TRACK_OUTCOMES=1) for the app, on its workers and here, or "
+                 "remove the option")
+                for s in specs if "pause_after_failures" in s.outcomes]
+    if problems:
+        raise ValidationError(problems)
 
 
 def _int_in(value: Any, low: int, high: int) -> bool:

@@ -99,7 +99,8 @@ def _text(required: bool = False, label: str | None = None) -> forms.CharField:
 _SETTING_FIELDS = {"start_time": "start_time", "end_time": "end_time",
                    "max_runs": "max_runs", "one_off": "one_off", "overlap": "overlap",
                    "deadline": "deadline", "catch_up_window": "catch_up_window",
-                   "jitter": "jitter", "timezone": "timezone",
+                   "jitter": "jitter", "pause_after_failures": "pause_after_failures",
+                   "timezone": "timezone",
                    "missed_fire_policy": "policy", "queue": "queue", "dispatch": "dispatch"}
 
 
@@ -126,6 +127,7 @@ class RuntimeScheduleForm(forms.Form):
     deadline = _text(label="Deadline (seconds after the fire)")
     catch_up_window = _text(label="Catch-up window (seconds: older missed fires are skipped)")
     jitter = _text(label="Jitter (seconds: each job runs up to this late)")
+    pause_after_failures = _text(label="Pause after N failed runs in a row")
 
     def values(self) -> dict[str, str]:
         values = {k: str(v or "") for k, v in self.cleaned_data.items() if k != "name"}
@@ -185,7 +187,7 @@ class ScheduleAdmin(admin.ModelAdmin):
     actions = ("pause", "resume", "trigger", "backfill")
     readonly_fields = (*(f.name for f in Schedule._meta.fields), "start_time", "end_time",
                        "max_runs", "one_off", "overlap", "deadline", "catch_up_window",
-                       "jitter", "preview")
+                       "jitter", "pause_after_failures", "preview")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Schedule]:
         registration = Registration.objects.filter(name=OuterRef("name"))
@@ -278,6 +280,11 @@ class ScheduleAdmin(admin.ModelAdmin):
     def jitter(self, obj: Schedule) -> str:
         seconds = ScheduleBounds.of(_row(obj)).jitter
         return "none" if seconds is None else f"up to {seconds:g} s after each fire time"
+
+    @admin.display(description="pause after failures")
+    def pause_after_failures(self, obj: Schedule) -> str:
+        count = ScheduleBounds.of(_row(obj)).pause_after_failures
+        return "never" if count is None else f"{count} failed runs in a row"
 
     @admin.display(description="preview")
     def preview(self, obj: Schedule) -> str:
