@@ -236,7 +236,8 @@ class EvaluatorStore:
         becomes the run that blocks its schedule. Returns the jobs, and how many fires
         remain held (for the caller to look again while any does)."""
         with self.db.connection() as conn, wrap_errors("starting held fires"):
-            rows = conn.execute(self.db.layout.statements["fire_buffered"]).fetchall()
+            rows = conn.execute(self.db.layout.statements["fire_buffered"],
+                                {"retired_by": RETIRED_BY}).fetchall()
         started = BufferedStart()
         for job_id, name, fire_time, updated_at, still_held in rows:
             if job_id is None:

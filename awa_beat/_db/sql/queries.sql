@@ -415,14 +415,16 @@ SELECT NULL, name, NULL, now(), false FROM due
 -- the held fire time plus "buffered": true, and point last_runs at that job (so that it
 -- blocks in turn). The held rows are locked: a second statement that waited for them
 -- finds buffered_fire_time cleared and starts nothing, so each held fire gets one job.
--- A paused schedule keeps its fire held until it is resumed. The last row has no job:
+-- A paused schedule keeps its fire held until it is resumed, but a retired one (its
+-- last run was used up, the held fire among them) starts it. The last row has no job:
 -- its `still_held` is how many fires remain held.
 WITH ready AS (
     SELECT h.name, h.buffered_fire_time, c.kind, c.queue, c.args, c.priority,
            c.max_attempts, c.tags, c.metadata
       FROM awa_beat.last_runs h JOIN awa.cron_jobs c ON c.name = h.name
      WHERE h.buffered_fire_time IS NOT NULL
-       AND c.paused_at IS NULL
+       -- A retired schedule's held fire was one of its runs: it still starts.
+       AND (c.paused_at IS NULL OR c.paused_by = %(retired_by)s::text)
        AND NOT EXISTS (
            {{run_unfinished}}
        )

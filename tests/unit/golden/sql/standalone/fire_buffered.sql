@@ -3,7 +3,8 @@ WITH ready AS (
            c.max_attempts, c.tags, c.metadata
       FROM awa_beat.last_runs h JOIN awa.cron_jobs c ON c.name = h.name
      WHERE h.buffered_fire_time IS NOT NULL
-       AND c.paused_at IS NULL
+       -- A retired schedule's held fire was one of its runs: it still starts.
+       AND (c.paused_at IS NULL OR c.paused_by = %(retired_by)s::text)
        AND NOT EXISTS (
            SELECT FROM awa_beat.last_runs r
              LEFT JOIN awa_beat.outcomes o
