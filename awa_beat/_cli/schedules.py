@@ -117,13 +117,15 @@ def show(database_url: str | None, name: str, count: int, as_json: bool) -> None
         found = ops.occurrences(name, count)
         upcoming = ops.upcoming(view.row, count=count)
         runs_left = ops.runs_left(view.row)
+        # Why it is paused: an operator's note, or awa-beat's after failures in a row.
+        note = ops.pause_note(name) if view.row.paused_at is not None else None
     row = view.row
     if as_json:
         click.echo(json.dumps({
             **schedule_json(view), "kind": row.kind, "queue": row.queue, "args": row.args,
             "priority": row.priority, "max_attempts": row.max_attempts, "tags": row.tags,
             "metadata": row.metadata, "created_at": iso(row.created_at),
-            "updated_at": iso(row.updated_at), "runs_left": runs_left,
+            "updated_at": iso(row.updated_at), "runs_left": runs_left, "pause_note": note,
             "next_fires": [iso(f.at) for f in upcoming],
             "last_jobs": [job_json(j) for j in jobs],
             "history": [occurrence_json(o) for o in found],
@@ -143,7 +145,7 @@ def show(database_url: str | None, name: str, count: int, as_json: bool) -> None
         ("cursor", f"{fmt(row.last_enqueued_at)} UTC"),
     ] + ([("runs left", str(runs_left))] if runs_left is not None else []) + [
         ("paused", f"since {fmt(row.paused_at)} UTC by {row.paused_by or '?'}"
-         if row.paused_at else "no"),
+         + (f": {note}" if note else "") if row.paused_at else "no"),
         ("owner", view.owner_text if row.deployment else "(not registered by awa-beat)"),
         ("created", f"{fmt(row.created_at)} UTC"), ("updated", f"{fmt(row.updated_at)} UTC"),
     ] + ([("INVALID", view.problem)] if view.problem else []) + (
