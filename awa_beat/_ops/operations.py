@@ -206,6 +206,9 @@ class Operations:
         self.deployment = deployment
         self._configured = configured
         self.settings = settings or Settings(deployment=deployment or "default")
+        # Only an app's (or the environment's) settings say whether its workers record
+        # outcomes; the dashboard and the Django admin have neither, so they cannot tell.
+        self._knows_tracking = settings is not None
         self.cluster = Cluster(store, overdue=self.overdue)
         """The beats sharing this database, their backlogs and who runs what."""
 
@@ -370,7 +373,8 @@ class Operations:
         specs = specs_from_beat_schedule(entries, default_timezone=settings.default_timezone,
                                          default_dispatch=settings.dispatch or "awa",
                                          default_dst=settings.dst, now=self.clock())
-        check_outcome_tracking(specs, settings.track_outcomes)
+        if self._knows_tracking:
+            check_outcome_tracking(specs, settings.track_outcomes)
         celery = [s.name for s in specs if s.dispatch == "celery"]
         if celery and self.store.awa_owned:
             raise celery_dispatch_refused(celery, "dispatch them to Awa workers "

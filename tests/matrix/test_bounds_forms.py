@@ -273,3 +273,60 @@ def test_django_admin_change_page_and_runtime_form(databases: TempDatabases,
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
     assert " passed" in result.stdout and "failed" not in result.stdout
+
+
+# -- overlap buffer_one and pause after failures (docs/operating-time.md) ---------------------
+
+
+def test_dashboard_sets_buffer_one_on_every_type(page: Any, site: tuple[str, str]) -> None:
+    web, url = site
+    for name in NAMES:
+        edit_form(page, web, name)
+        page.select_option("select[name=overlap]", "buffer_one")
+        assert post(page, web, "/schedule/edit") == 303, name
+        assert bounds_of(url, name)[4] == "buffer_one", name
+        edit_form(page, web, name)
+        expect(page.locator("select[name=overlap]")).to_have_value("buffer_one")
+        page.select_option("select[name=overlap]", "")
+        assert post(page, web, "/schedule/edit") == 303, name
+        assert bounds_of(url, name)[4] == "allow", name
+
+
+def test_dashboard_pause_after_failures_its_note_and_resume(page: Any,
+                                                            site: tuple[str, str]) -> None:
+    from awa_beat._bridge.messages import fire_task_id
+    from awa_beat.outcomes import Report, outcome_params
+
+    web, url = site
+    name = "grid-interval"
+    edit_form(page, web, name)
+    page.select_option("select[name=dispatch]", "awa")
+    page.fill("input[name=pause_after_failures]", "2")
+    assert post(page, web, "/schedule/edit") == 400  # Awa dispatch cannot be paused so
+    expect(page.locator("#problems")).to_contain_text("pause_after_failures")
+    expect(page.locator("#problems")).to_contain_text("cannot be paused on failure")
+    if _awa_layout(url):
+        return  # Celery dispatch is refused where Awa owns awa.jobs
+    page.select_option("select[name=dispatch]", "celery")
+    page.fill("input[name=pause_after_failures]", "2")
+    assert post(page, web, "/schedule/edit") == 303
+    with Database(url) as store:
+        assert ScheduleBounds.of(store.schedules.get(name)).pause_after_failures == 2
+        for minute in (1, 2):
+            text = f"2026-01-05 09:0{minute}:00+00"
+            store.outcomes.record(outcome_params([Report(
+                fire_task_id(name, text, 0), name, text, None, "failed",
+                finished_at=datetime.now(UTC), runtime=0.1, error="ValueError: down")]))
+    page.goto(f"{web}/schedules")
+    expect(page.locator("body")).to_contain_text(
+        "paused after 2 consecutive failures; last error: ValueError: down")
+    page.goto(f"{web}/schedule?name={name}")
+    expect(page.locator("#row")).to_contain_text("by awa-beat")
+    page.click("#resume")
+    expect(page.locator("#pause")).to_be_visible()
+    assert stored_rows(url)[name]["paused_by"] is None
+
+
+def _awa_layout(url: str) -> bool:
+    with Database(url) as store:
+        return bool(store.awa_owned)
