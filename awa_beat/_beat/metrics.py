@@ -298,6 +298,14 @@ class BeatCollector(Collector):
         for reason in SKIP_REASONS:
             skipped.add_metric([reason], estats.skipped[reason])
         yield skipped
+        yield CounterMetricFamily(
+            "awa_beat_buffered_fires",
+            "Fire times held by overlap buffer_one while the run before them had not "
+            "finished.", value=estats.buffered)
+        yield CounterMetricFamily(
+            "awa_beat_buffered_fires_started",
+            "Held fires (overlap buffer_one) that got their job once the run before them "
+            "finished.", value=estats.buffered_started)
         yield GaugeMetricFamily(
             "awa_beat_catch_up_backlog",
             "Schedules that hit the catch-up limit on their last fire: more missed fires "

@@ -9,9 +9,11 @@ the one place that knows how each store is written to. Where the two disagree, t
 is the reference: MemoryStore is fixed to match it.
 
 What MemoryStore does not model is left out: the job columns Awa's limits check, the
-overlap policy (it reads the job's metadata and outcomes), the records a fire leaves
-besides its jobs (coalesced and overlap's skipped occurrences) and the states of jobs.
-The catch-up window's skipped occurrence and a jittered job's run time are modelled.
+overlap policies skip and buffer_one (they read the job's metadata and outcomes), the
+records a fire leaves besides its jobs (coalesced, overlap's skipped and buffered
+occurrences) and the states of jobs. The catch-up window's skipped occurrence and a
+jittered job's run time are modelled, and so is what a row without an overlap policy
+does: it holds no fire, so ``fire_buffered`` starts nothing and counts none held.
 """
 
 from __future__ import annotations
@@ -357,12 +359,22 @@ def test_a_fire_moves_the_cursor_and_inserts_a_job_per_fire_time(subject: Subjec
     assert [(j.name, j.fire_time) for j in result.jobs] == [
         ("a", stored_text(t)) for t in times]
     assert all(j.job_id for j in result.jobs)
-    assert (result.failed, result.skipped, result.ahead) == ({}, [], [])
+    assert (result.failed, result.skipped, result.ahead, result.buffered) == ({}, [], [], [])
     assert subject.fired("a") == [stored_text(t) for t in times]
     row = subject.row("a")
     assert row.last_enqueued_at == times[-1]
     # Each job comes back with the updated_at its row now has.
     assert {j.updated_at for j in result.jobs} == {row.updated_at}
+
+
+def test_rows_without_an_overlap_policy_hold_no_fire(subject: Subject) -> None:
+    start = minute(subject, 3)
+    subject.put("a", cursor=start, missed_fire_policy="catch_up")
+    times = [start + timedelta(minutes=1), start + timedelta(minutes=2)]
+    assert subject.evaluator.fire([FireRequest("a", start, times)]).buffered == []
+    started = subject.evaluator.fire_buffered()
+    assert (started.jobs, started.still_held) == ([], 0)
+    assert subject.fired("a") == [stored_text(t) for t in times]
 
 
 def test_a_fire_time_with_a_fraction_of_a_second_is_stored_as_the_database_writes_it(

@@ -461,3 +461,37 @@ def test_a_failing_source_is_a_500_not_a_dead_endpoint(
         endpoint.close()
         collector.close()
         node.close()
+
+
+def test_held_and_started_fires_of_buffer_one_are_counted(clock: FakeClock) -> None:
+    from awa_beat._db.records import BufferedStart, FiredJob
+
+    cluster = Cluster(clock)
+    node = cluster.node("a", {"five": ENTRIES["five"]}).open()
+    cluster.run([node], 6)
+    registry, collector = registry_for(node, clock=clock.monotonic)
+    evaluator = cluster.store.evaluator
+    real_fire = evaluator.fire
+    held: list[FiredJob] = []
+
+    def held_by_buffer_one(requests: Any) -> Any:
+        # What the fire statement answers for a buffer_one schedule whose last run has
+        # not finished: the cursor moves, and the fire comes back held, with no job.
+        result = real_fire(requests)
+        result.buffered, result.jobs = result.jobs, []
+        held.extend(result.buffered)
+        return result
+
+    def started() -> BufferedStart:
+        jobs = [FiredJob(99, j.name, j.fire_time) for j in held]
+        held.clear()
+        return BufferedStart(jobs, 0)
+
+    evaluator.fire = held_by_buffer_one  # type: ignore[method-assign]
+    evaluator.fire_buffered = started  # type: ignore[method-assign]
+    cluster.run([node], 7)  # held at :10, started at the look two seconds later
+    scrape = samples(registry)
+    assert value(scrape, "awa_beat_buffered_fires_total") == 1
+    assert value(scrape, "awa_beat_buffered_fires_started_total") == 1
+    collector.close()
+    node.close()
