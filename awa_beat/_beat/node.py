@@ -558,7 +558,7 @@ class BeatNode:
         stats.fires += len(result.jobs)
         now = self.clock().timestamp()
         epochs: dict[str, float] = {}  # a burst shares few fire times: parse each once
-        for job in result.jobs:
+        for job in () if result.started_held else result.jobs:
             at = epochs.get(job.fire_time)
             if at is None:
                 at = epochs[job.fire_time] = parse_iso(job.fire_time).timestamp()

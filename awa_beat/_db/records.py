@@ -149,6 +149,9 @@ class FireResult:
     windowed: list[FiredJob] = field(default_factory=list)
     """Schedules whose fires older than the catch-up window were recorded as skipped
     (their cursor moved): ``job_id`` is 0 and ``fire_time`` is :data:`WINDOW_SKIPPED`."""
+    started_held: bool = False
+    """The jobs are fires that overlap buffer_one held and started once the run before
+    them finished: late on purpose, so their delay is not beat's lag."""
     buffered: list[FiredJob] = field(default_factory=list)
     """Fires that overlap buffer_one holds until the run before them finishes (cursor
     moved, no job yet): ``job_id`` is 0. The engine then starts them

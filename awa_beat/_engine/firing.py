@@ -182,7 +182,7 @@ class Firing:
                       "(overlap=buffer_one): job %s", job.name, job.fire_time, job.job_id,
                       schedule=job.name, fire_time=job.fire_time, job_id=job.job_id)
             if self.on_fired is not None:
-                self.on_fired(FireResult(jobs=started.jobs))
+                self.on_fired(FireResult(jobs=started.jobs, started_held=True))
         return started
 
     def look_for_held(self) -> None:

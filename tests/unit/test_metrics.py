@@ -493,5 +493,8 @@ def test_held_and_started_fires_of_buffer_one_are_counted(clock: FakeClock) -> N
     scrape = samples(registry)
     assert value(scrape, "awa_beat_buffered_fires_total") == 1
     assert value(scrape, "awa_beat_buffered_fires_started_total") == 1
+    # The held fire's job counts as a fire, but its wait is no lag of beat's.
+    assert value(scrape, "awa_beat_fires_total") == value(
+        scrape, "awa_beat_fire_lag_seconds_count") + 1
     collector.close()
     node.close()
