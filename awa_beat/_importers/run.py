@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .._config import celery_dispatch_refused
 from .._db.conninfo import redact, settings_from_app
 from .._schedules.cron import load_timezone
+from .._schedules.spec import check_outcome_tracking
 from ..errors import SchemaError
 from .celery_app import from_beat_schedule
 from .common import Imported, Result
@@ -93,6 +94,9 @@ def run_import(options: ImportOptions, open_store: Callable[[str | None], Databa
     dispatch = options.dispatch or settings.dispatch or "awa"
     source, results = read_source(options, settings.default_timezone, dispatch, settings.dst)
     imported = [r for r in results if isinstance(r, Imported)]
+    # Refused before the database is opened, as beat refuses it: without the app's
+    # outcome tracking no failure is ever seen, and the schedule would never pause.
+    check_outcome_tracking([r.spec for r in imported], settings.track_outcomes)
     notes = []
     with open_store(options.database_url or settings.database_url) as store:
         if not options.dry_run:
