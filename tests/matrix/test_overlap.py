@@ -267,3 +267,30 @@ def test_import_of_an_app_refuses_pause_after_failures_without_tracking(
     assert done.exit_code == 0, done.output
     shown = json.loads(cli(db.url, "show", "charge", "--json").stdout)
     assert (shown["overlap"], shown["pause_after_failures"]) == ("buffer_one", 3)
+
+
+@pytest.mark.parametrize("layout", ["standalone", "awa"])
+def test_beat_refuses_pause_after_failures_without_tracking_and_writes_nothing(
+        matrix_templates: CatalogueTemplates, layout: str) -> None:
+    from awa_beat._beat.node import BeatNode
+    from awa_beat._schedules.spec import specs_from_beat_schedule
+
+    db = matrix_templates.clone(layout)
+    entry = {"task": "t.charge", "schedule": 3600,
+             "options": {"awa_beat": {"dispatch": "celery", "pause_after_failures": 3}}}
+    specs = specs_from_beat_schedule({"charge": entry}, default_timezone="UTC")
+    with pytest.raises(ValidationError) as refused:
+        BeatNode(SETTINGS, specs, database_url=db.url)
+    assert refused.value.problems == [(
+        "charge", "options.awa_beat.pause_after_failures",
+        "needs outcome tracking: set awa_beat_track_outcomes = True (or "
+        "AWA_BEAT_TRACK_OUTCOMES=1) for the app, on its workers and here, or remove the "
+        "option")]
+    with connect(db.url) as conn:
+        assert conn.execute("SELECT count(*) FROM awa.cron_jobs WHERE name = 'charge'"
+                            ).fetchone()[0] == 0
+    if layout == "standalone":  # where Celery dispatch may run at all
+        BeatNode(TRACKED, specs, database_url=db.url).open().close()
+        with connect(db.url) as conn:
+            assert conn.execute("SELECT count(*) FROM awa.cron_jobs WHERE name = 'charge'"
+                                ).fetchone()[0] == 1
