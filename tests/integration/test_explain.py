@@ -1,7 +1,8 @@
-"""``Operations.explain`` against a real database, in both layouts: the records are made
-by the real code paths where they exist here (the engine's pass and the fire statement,
-manual triggers, pauses, the workers' reports) and, for the features the other parts of
-issue 38 add, inserted as docs/operating-time.md says those parts write them."""
+"""``Operations.explain`` against a real database, in both layouts, on records made by
+the real code paths: the engine's pass and the fire statement (fires, coalesces, overlap
+skips, buffer_one's held fires, the catch-up window's skips, jitter's run times), manual
+triggers, backfills, pauses, and the workers' reports (outcomes, the automatic pause
+after failures)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from psycopg.types.json import Jsonb
 
 from awa_beat._db.database import Database, connect
 from awa_beat._db.records import RETIRED_BY, FireRequest
@@ -153,36 +153,44 @@ def test_backfilled_through_the_backfill(store: Database) -> None:
     assert "has since been pruned" in gone.summary
 
 
-def test_buffered_as_buffer_one_writes_it(store: Database) -> None:
-    register(store, "minutely")
-    held = T0 - 10 * MINUTE
-    with connect(store.conninfo) as c:
-        c.execute("INSERT INTO awa_beat.occurrences (schedule, kind, fire_time, reason) "
-                  "VALUES ('minutely', 'buffered', %s, 'overlap buffer_one: held')", (held,))
-    waiting = explain(store, "minutely", held, T0)
-    assert waiting.kind == "buffered" and "no job" in waiting.summary
-    with connect(store.conninfo) as c:
-        meta = {"cron_name": "minutely", "cron_fire_time": held.strftime(TEXT),
-                "buffered": True}
-        c.execute("INSERT INTO awa.jobs (kind, queue, args, metadata) "
-                  "VALUES ('t.run', 'default', '{}', %s)", (Jsonb(meta),))
-    started = explain(store, "minutely", held, T0)
-    assert started.kind == "buffered" and "fired when the run before" in started.summary
+def test_buffered_and_skipped_by_buffer_one_through_the_fire_statement(store: Database
+                                                                     ) -> None:
+    register(store, "nightly", overlap="buffer_one", max_runtime=600)
+    t1, t2, t3 = (T0 + k * MINUTE for k in (1, 2, 3))
+    store.evaluator.fire([FireRequest("nightly", T0, [t1])])
+    store.evaluator.fire([FireRequest("nightly", t1, [t2])])  # held: t1 runs
+    store.evaluator.fire([FireRequest("nightly", t2, [t3])])  # skipped: one is held
+    waiting = explain(store, "nightly", t2, t3)
+    assert waiting.kind == "buffered" and "no job has been made" in waiting.summary
+    skipped = explain(store, "nightly", t3, t3)
+    assert skipped.kind == "skipped" and "held already (buffer_one)" in skipped.summary
+    finish(store, "nightly", t1)
+    (started,) = store.evaluator.fire_buffered().jobs
+    found = explain(store, "nightly", t2, t3)
+    assert found.kind == "buffered" and found.jobs[0].job_id == started.job_id
+    assert "fired when the run before it finished" in found.summary
+    assert [o.kind for o in found.occurrences] == ["buffered"]
 
 
-def test_paused_by_whom_with_the_note_and_the_automatic_pause(store: Database) -> None:
+def test_paused_by_whom_with_the_note(store: Database) -> None:
     register(store, "minutely")
     ops = Operations(store)
     ops.pause("minutely", "oncall", "vendor outage")
     found = explain(store, "minutely", T0 + 5 * MINUTE, T0)
     assert found.kind == "paused"
     assert "oncall" in found.summary and "vendor outage" in found.summary
-    ops.resume("minutely")
-    ops.pause("minutely", "awa-beat",
-              "paused after 3 consecutive failures; last error: ValueError: boom")
-    past = explain(store, "minutely", T0 + 5 * MINUTE, T0 + 10 * MINUTE)
+
+
+def test_paused_automatically_after_failures_through_the_workers_reports(store: Database
+                                                                        ) -> None:
+    register(store, "flaky", pause_after_failures=3)
+    for k in (1, 2, 3):  # three failed runs in a row, as the workers report them
+        finish(store, "flaky", T0 + k * MINUTE, "failed", f"ValueError: boom {k}")
+    past = explain(store, "flaky", T0 + 5 * MINUTE, T0 + 10 * MINUTE)
     assert past.kind == "paused" and "did not fire" in past.summary
-    assert "automatically" in past.summary and "3 consecutive failures" in past.summary
+    assert "paused automatically by awa-beat" in past.summary
+    assert "paused after 3 consecutive failures" in past.summary
+    assert "ValueError: boom 3" in past.summary
 
 
 def test_retired_after_its_run_limit(store: Database) -> None:
