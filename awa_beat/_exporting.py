@@ -206,6 +206,12 @@ def _bounds_of(entry: Mapping[str, Any]) -> dict[str, Any]:
     return {k: awa[k] for k in _BOUND_KEYS if awa.get(k) not in (None, False)}
 
 
+def _timing_of(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the catch-up window and the jitter that an entry gives."""
+    awa = (entry.get("options") or {}).get(AWA_BEAT_OPTION) or {}
+    return {k: awa[k] for k in ("catch_up_window", "jitter") if awa.get(k) is not None}
+
+
 def convert_row(row: ScheduleRow, entry: Mapping[str, Any], *,
                 app_timezone: str | None = None) -> Converted:
     """Return the Celery schedule of a stored row whose ``beat_schedule`` entry is ``entry``."""
@@ -219,6 +225,16 @@ def convert_row(row: ScheduleRow, entry: Mapping[str, Any], *,
         text = ", ".join(f"{k}={v}" for k, v in bounds.items())
         converted = left_out(f"awa-beat bounds it ({text}); a Celery schedule has no start, "
                              "end or number of runs, so Celery would run it outside them")
+    timing = _timing_of(entry)
+    if timing and converted.kept and converted.code is not None:
+        # Celery fires on the same calendar, so the entry is kept; what it lacks is said,
+        # and options["awa_beat"] keeps the settings for an import back.
+        text = " and ".join(f"{k}={v}" for k, v in timing.items())
+        note = (f"Celery has no {text}: it fires a missed time late and every job at its "
+                "fire time")
+        converted = Converted(converted.code,
+                              f"{converted.note}; {note}" if converted.note else note,
+                              converted.names)
     if row.retired:
         return left_out("its last allowed run fired (awa-beat retired it)", converted.code,
                         converted.names)

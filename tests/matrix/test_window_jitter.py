@@ -23,6 +23,7 @@ from awa_beat._schedules.fire_times import calendar_for, jitter_delay
 from awa_beat._testing import FAKE_CLOCK_TOLERANCE, FakeClock
 from tests.matrix.catalogue import CATALOGUE, NAMES, Entry, MatrixDB, stored_rows
 from tests.matrix.test_bounds import other_calendar
+from tests.matrix.test_export import export, import_app, rows, runs_under_celery
 
 pytestmark = pytest.mark.integration
 UTC = timezone.utc
@@ -234,3 +235,30 @@ def test_a_jittered_job_runs_after_its_nominal_fire_time(matrix_db: MatrixDB) ->
             assert state == "available", name
         checked += 1
     assert checked >= 3
+
+
+# -- export and import ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["json", "python"])
+def test_export_imported_back_keeps_them(matrix_db: MatrixDB, databases: Any,
+                                         tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+                                         fmt: str) -> None:
+    with matrix_db.schedules() as s:
+        for name in NAMES:
+            s.update(name, force=True,
+                     options={"awa_beat": {"catch_up_window": 600, "jitter": 0.5}})
+    exported = export(matrix_db.url, "--format", fmt)
+    if fmt == "python":  # Celery runs them on the same calendar, without either setting.
+        assert "Celery has no catch_up_window=600 and jitter=0.5" in exported
+        source = exported
+        names = {n for n in NAMES if runs_under_celery(CATALOGUE[n])}
+    else:
+        source = f"import json\nbeat_schedule = json.loads({exported!r})\n"
+        names = set(NAMES)
+    target = databases.fresh(matrix_db.layout)
+    out = import_app(target, tmp_path, f"timed_{fmt}_{matrix_db.layout}", source,
+                     monkeypatch)
+    assert out["not_carried_over"] == []
+    assert rows(target) == rows(matrix_db.url, names)
+    assert all(" window=600 jitter=0.5" in r["cron_expr"] for r in rows(target).values())
