@@ -83,6 +83,16 @@ def test_cli_add_edit_show_and_remove(matrix_db: MatrixDB) -> None:
     text = cli(matrix_db, "show", "spread").output
     assert re.search(r"catch-up window: +300 s", text), text
     assert re.search(r"jitter: +up to 0.25 s after each fire time", text), text
+    # The preview gives each fire's run time: the fire plus the firing rules' delay.
+    previewed = cli(matrix_db, "preview", "spread", "-n", "3", "--json")
+    assert previewed.exit_code == 0, previewed.output
+    for fire in json.loads(previewed.stdout)["fires"]:
+        at = datetime.fromisoformat(fire["at"].replace("Z", "+00:00"))
+        epoch = int(at.timestamp())
+        delay = jitter_delay("spread", epoch, 0.25, epoch + 86400)
+        assert datetime.fromisoformat(fire["run_at"].replace("Z", "+00:00")) == \
+            at + timedelta(microseconds=delay)
+    assert "RUNS AT (JITTER)" in cli(matrix_db, "preview", "spread").output
     for name in ACTIVE:
         edited = cli(matrix_db, "edit", name, "--force", "--catch-up-window", "90",
                      "--jitter", "1m", "--json")

@@ -498,3 +498,26 @@ def test_held_and_started_fires_of_buffer_one_are_counted(clock: FakeClock) -> N
         scrape, "awa_beat_fire_lag_seconds_count") + 1
     collector.close()
     node.close()
+
+
+def test_fires_older_than_the_catch_up_window_are_counted_as_window(clock: FakeClock
+                                                                     ) -> None:
+    cluster = Cluster(clock)
+    entry = {"task": "t.five", "schedule": 5,
+             "options": {"awa_beat": {"catch_up_window": 12, "missed_fire_policy": "catch_up"}}}
+    node = cluster.node("a", {"five": entry}).open()
+    cluster.run([node], 6)
+    registry, collector = registry_for(node, clock=clock.monotonic)
+    # The beat is away for a minute: its cursor stays where it was.
+    cursor = cluster.store.rows["five"].last_enqueued_at
+    assert cursor is not None
+    clock.advance(seconds=60)
+    cluster.store.update("five", last_enqueued_at=cursor)
+    cluster.run([node], 1)
+    scrape = samples(registry)
+    skipped = value(scrape, "awa_beat_skipped_fires_total", reason="window")
+    assert skipped is not None and skipped >= 9
+    assert [o[1] for o in cluster.store.occurrences] == ["skipped"]
+    assert cluster.store.occurrences[0][4] == skipped
+    collector.close()
+    node.close()
