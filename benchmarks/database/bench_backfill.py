@@ -1,6 +1,7 @@
 """Schedules.backfill: N fire times of an every-second schedule in one call.
 
-    python benchmarks/database/bench_backfill.py [--n 100000] [--repeat 3] [--layouts standalone,awa]
+    python benchmarks/database/bench_backfill.py [--n 100000] [--repeat 3]
+        [--layouts standalone,awa]
 
 Each measurement is one ``Schedules.backfill`` call over a range of an every-second
 schedule that holds exactly N fire times, end to end: the calendar stepped over the
