@@ -306,3 +306,44 @@ def test_backfill_takes_one_schedule_at_a_time(client: Any) -> None:
     response = client.post(CHANGELIST, {"action": "backfill",
                                         "_selected_action": NAMES[:2]}, follow=True)
     assert "Select one schedule to backfill." in response.content.decode()
+
+
+# -- explain (issue 38, part 6) ----------------------------------------------------------------
+
+
+def explain_url(name: str) -> str:
+    return f"/admin/awa_beat/schedule/explain/{name}/"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_explain_each_type_through_the_admin(client: Any, matrix: MatrixDB, name: str
+                                             ) -> None:
+    """The admin answers as awa-beat explain does: at the schedule's next fire time and a
+    second after it (not a fire time, unless the calendar fires every second)."""
+    from datetime import timedelta
+
+    from awa_beat.contrib.django._operations import operations
+
+    ops = operations()
+    change = page_text(client, f"{CHANGELIST}{name}/change/")
+    assert f'href="{explain_url(name)}"' in change
+    assert 'id="explain-form"' in page_text(client, explain_url(name))
+    fires = ops.preview(name, count=1).fires
+    if not fires:  # retired, or past its end: explain an instant of its past
+        at = ops.clock() - timedelta(days=1)
+        instants = [at]
+    else:
+        instants = [fires[0].at, fires[0].at + timedelta(seconds=1)]
+    for at in instants:
+        body = page_text(client, f"{explain_url(name)}?at={at.isoformat().replace('+', '%2B')}")
+        expected = ops.explain(name, at)
+        assert f'data-kind="{expected.kind}"' in body, (expected, body[-1500:])
+        assert html.escape(expected.summary) in body
+
+
+def test_explain_refuses_a_bad_instant_and_escapes_it(client: Any) -> None:
+    page = client.get(explain_url(NAMES[0]) + "?at=%3Cb%3Ebold%3C/b%3E")
+    body = page.content.decode()
+    assert page.status_code == 400 and 'id="explain-error"' in body
+    assert "<b>bold</b>" not in body and "&lt;b&gt;bold&lt;/b&gt;" in body
+    assert client.get(explain_url("no-such-schedule") + "?at=now").status_code == 404

@@ -32,6 +32,7 @@ from ..._ops.records import ScheduleBounds, ScheduleView
 from ..._ops.rows import last_fire, next_fire
 from ..._schedules.backfill import OVERLAPS
 from ..._schedules.describe import describe
+from ..._schedules.explain import INSTANT_HELP, Explanation, parse_instant
 from ..._schedules.fire_times import POLICIES, parse_iso
 from ..._schedules.spec import DISPATCHES
 from ...errors import (
@@ -187,7 +188,7 @@ class ScheduleAdmin(admin.ModelAdmin):
     actions = ("pause", "resume", "trigger", "backfill")
     readonly_fields = (*(f.name for f in Schedule._meta.fields), "start_time", "end_time",
                        "max_runs", "one_off", "overlap", "deadline", "catch_up_window",
-                       "jitter", "pause_after_failures", "preview")
+                       "jitter", "pause_after_failures", "preview", "explain")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Schedule]:
         registration = Registration.objects.filter(name=OuterRef("name"))
@@ -348,6 +349,8 @@ class ScheduleAdmin(admin.ModelAdmin):
                      name="awa_beat_schedule_runtime_edit"),
                 path("backfill/<path:name>/", self.admin_site.admin_view(self.backfill_view),
                      name="awa_beat_schedule_backfill"),
+                path("explain/<path:name>/", self.admin_site.admin_view(self.explain_view),
+                     name="awa_beat_schedule_explain"),
                 *super().get_urls()]
 
     def changelist_view(self, request: HttpRequest, extra_context: Any = None
@@ -455,6 +458,37 @@ class ScheduleAdmin(admin.ModelAdmin):
                 except BackfillRefused as exc:
                     form.add_error(None, str(exc))
         return TemplateResponse(request, "awa_beat/backfill_form.html", context, status=status)
+
+    def explain_view(self, request: HttpRequest, name: str) -> HttpResponse:
+        """What happened or will happen at an instant of one schedule, and why
+        (docs/operating-time.md), as `awa-beat explain` and the dashboard say it. It only
+        reads, so viewing the schedules is enough."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        try:
+            operations().get(name)
+        except NotFound:
+            raise Http404(f"no schedule named {name!r}") from None
+        text = request.GET.get("at", "").strip()[:64]
+        explained: Explanation | None = None
+        error = None
+        if text:
+            try:
+                at = parse_instant(text, operations().clock())
+            except ValueError as exc:
+                error = f"at: {exc}"
+            else:
+                explained = operations().explain(name, at)
+        context = {**self.admin_site.each_context(request), "opts": self.model._meta,
+                   "title": f"Explain an instant of {name}", "name": name, "at": text,
+                   "help": INSTANT_HELP, "explained": explained, "error": error}
+        return TemplateResponse(request, "awa_beat/explain.html", context,
+                                status=400 if error else 200)
+
+    @admin.display(description="explain")
+    def explain(self, obj: Schedule) -> str:
+        return format_html('<a href="{}" id="awa-beat-explain">Explain an instant</a>', reverse(
+            f"{self.admin_site.name}:awa_beat_schedule_explain", args=[obj.name]))
 
     @admin.action(description="Backfill the selected schedule (a range of past fire times)",
                   permissions=["operate"])
