@@ -276,7 +276,7 @@ def _pause_text(state: ScheduleState) -> str:
     return text
 
 
-def _job_text(job: FoundJob) -> str:
+def _job_text(job: FoundJob, calendar: Calendar) -> str:
     what = {"fired": "fired", "triggered": "triggered by hand", "backfilled": "backfilled",
             "buffered": "held by overlap buffer_one, then started"}[job.kind]
     if not job.present:
@@ -289,7 +289,11 @@ def _job_text(job: FoundJob) -> str:
         parts.append(f"state {job.state}")
     else:
         parts.append("no longer in awa.jobs")
-    if job.run_at is not None and job.fire_time is not None and job.run_at > job.fire_time:
+    # Only a fire of a schedule with a jitter was given its run time; every other job
+    # (a fire a moment after its fire time, a backfill of the past, a held fire started
+    # late, a trigger) runs from its insert on, whatever its run_at says.
+    if (job.kind == "fired" and job.run_at is not None and job.fire_time is not None
+            and job.run_at > job.fire_time and jitter_of(calendar) is not None):
         parts.append(f"run time {_utc(job.run_at)} (jitter)")
     if job.started_at is not None:
         parts.append(f"started {_utc(job.started_at)}")
@@ -337,7 +341,8 @@ def _explain_fire(state: ScheduleState, calendar: Calendar, tz: tzinfo, fire: da
     occurrences: tuple[FoundOccurrence, ...] = base["occurrences"]  # type: ignore[assignment]
     dst = _dst_note(calendar, fire, tz, state.timezone)
     when = f"{_utc(fire)} ({_local(fire, tz)})"
-    details = [_job_text(j) for j in jobs] + [_occurrence_text(o) for o in occurrences]
+    details = ([_job_text(j, calendar) for j in jobs]
+               + [_occurrence_text(o) for o in occurrences])
     if dst:
         details.append(f"DST: {dst}")
     made = [j for j in jobs if j.kind != "triggered"]
@@ -447,7 +452,7 @@ def _explain_between(state: ScheduleState, calendar: Calendar, tz: tzinfo,
                         "second pass: the schedule fires that wall time in the first pass "
                         "only")
     dst = "; ".join(notes)
-    details = [_job_text(j) for j in jobs]
+    details = [_job_text(j, calendar) for j in jobs]
     if previous is not None:
         details.append(f"the fire time at or just before it: {_utc(previous)} "
                        f"({_local(previous, tz)})")

@@ -51,6 +51,21 @@ def test_fired_with_outcome_and_the_instant_within_its_second() -> None:
     assert any("error: ValueError: x" in d for d in found.details)
 
 
+@pytest.mark.parametrize("cron_expr, kind, jittered", [
+    ("@cron 0 * * * * * | jitter=30", "fired", True),
+    ("0 * * * * *", "fired", False),                          # run_at: its insert, a moment late
+    ("@cron 0 * * * * * | jitter=30", "backfilled", False),  # runs from its insert
+    ("@cron 0 * * * * * | jitter=30", "buffered", False),    # started when the run ended
+])
+def test_only_a_jittered_fire_has_its_run_time_called_a_jitter(
+        cron_expr: str, kind: str, jittered: bool) -> None:
+    created = NOON + timedelta(seconds=0.02 if kind == "fired" else 3600)
+    found = explain(replace(MINUTELY, cron_expr=cron_expr), NOON, LATER, jobs=(job(
+        kind, fire_time=NOON, created_at=created,
+        run_at=created + timedelta(seconds=4 if jittered else 0)),))
+    assert any("(jitter)" in d for d in found.details) is jittered, found.details
+
+
 @pytest.mark.parametrize("kind, words", [
     ("backfilled", "was backfilled (job 7)"),
     ("buffered", "held by overlap buffer_one and fired when the run before it finished"),
