@@ -579,10 +579,7 @@ SELECT fire_time FROM wanted ORDER BY ord;
 -- later ones are the schedule's own to fire. The cursor is not moved. Run after
 -- backfill_lock, in its transaction.
 {{backfill_wanted}}
-), sched AS (
-    SELECT c.name, c.kind, c.queue, c.args, c.priority, c.max_attempts, c.tags, c.metadata,
-           c.last_enqueued_at
-      FROM awa.cron_jobs c WHERE c.name = %(name)s
+{{backfill_schedule}}
 ), inserted AS (
     INSERT INTO awa.jobs (kind, queue, args, state, priority, max_attempts, metadata, tags)
     SELECT s.kind, s.queue, s.args, 'available', s.priority, s.max_attempts,
@@ -596,10 +593,7 @@ SELECT fire_time FROM wanted ORDER BY ord;
 -- backfill [awa] --
 -- The same on a database migrated by Awa, through awa.insert_job_compat as its cron does.
 {{backfill_wanted}}
-), sched AS (
-    SELECT c.name, c.kind, c.queue, c.args, c.priority, c.max_attempts, c.tags, c.metadata,
-           c.last_enqueued_at
-      FROM awa.cron_jobs c WHERE c.name = %(name)s
+{{backfill_schedule}}
 ), ordered AS (
     SELECT s.*, w.fire_time, w.fire_text, w.ord
       {{backfill_rows}}
@@ -611,6 +605,13 @@ SELECT fire_time FROM wanted ORDER BY ord;
                                             'backfilled', true),
            o.tags, NULL, NULL) AS j
 {{backfill_record}}
+
+-- fragment backfill_schedule --
+-- The schedule a backfill gives jobs to: what each job copies, and its cursor.
+), sched AS (
+    SELECT c.name, c.kind, c.queue, c.args, c.priority, c.max_attempts, c.tags, c.metadata,
+           c.last_enqueued_at
+      FROM awa.cron_jobs c WHERE c.name = %(name)s
 
 -- fragment backfill_rows --
 -- The fire times a backfill gives a job, in order: those at or before the cursor.
