@@ -54,6 +54,16 @@ def _row(obj: Schedule) -> ScheduleRow:
                        obj.updated_at, obj.paused_at, obj.paused_by)
 
 
+def _bounds(obj: Schedule) -> ScheduleBounds:
+    """The schedule's bounds and settings, read from its marker and metadata once per
+    object: the change page shows a field for each of them."""
+    bounds: ScheduleBounds | None = getattr(obj, "_awa_beat_bounds", None)
+    if bounds is None:
+        bounds = ScheduleBounds.of(_row(obj))
+        obj._awa_beat_bounds = bounds
+    return bounds
+
+
 def _instant(value: datetime | None) -> str:
     return "-" if value is None else value.astimezone(timezone.utc).strftime(
         "%Y-%m-%d %H:%M:%S UTC")
@@ -248,43 +258,43 @@ class ScheduleAdmin(admin.ModelAdmin):
     # marker and the metadata; edited on the runtime form).
     @admin.display(description="no fire before")
     def start_time(self, obj: Schedule) -> str:
-        return _instant(ScheduleBounds.of(_row(obj)).start_time)
+        return _instant(_bounds(obj).start_time)
 
     @admin.display(description="no fire after")
     def end_time(self, obj: Schedule) -> str:
-        return _instant(ScheduleBounds.of(_row(obj)).end_time)
+        return _instant(_bounds(obj).end_time)
 
     @admin.display(description="runs in all")
     def max_runs(self, obj: Schedule) -> str:
-        runs = ScheduleBounds.of(_row(obj)).max_runs
+        runs = _bounds(obj).max_runs
         return "no limit" if runs is None else str(runs)
 
     @admin.display(description="one-off")
     def one_off(self, obj: Schedule) -> str:
-        return "yes" if ScheduleBounds.of(_row(obj)).one_off else "no"
+        return "yes" if _bounds(obj).one_off else "no"
 
     @admin.display(description="overlap")
     def overlap(self, obj: Schedule) -> str:
-        return ScheduleBounds.of(_row(obj)).overlap
+        return _bounds(obj).overlap
 
     @admin.display(description="deadline")
     def deadline(self, obj: Schedule) -> str:
-        seconds = ScheduleBounds.of(_row(obj)).deadline
+        seconds = _bounds(obj).deadline
         return "none" if seconds is None else f"{seconds:g} s after the fire"
 
     @admin.display(description="catch-up window")
     def catch_up_window(self, obj: Schedule) -> str:
-        seconds = ScheduleBounds.of(_row(obj)).catch_up_window
+        seconds = _bounds(obj).catch_up_window
         return "none" if seconds is None else f"{seconds:g} s: older missed fires are skipped"
 
     @admin.display(description="jitter")
     def jitter(self, obj: Schedule) -> str:
-        seconds = ScheduleBounds.of(_row(obj)).jitter
+        seconds = _bounds(obj).jitter
         return "none" if seconds is None else f"up to {seconds:g} s after each fire time"
 
     @admin.display(description="pause after failures")
     def pause_after_failures(self, obj: Schedule) -> str:
-        count = ScheduleBounds.of(_row(obj)).pause_after_failures
+        count = _bounds(obj).pause_after_failures
         return "never" if count is None else f"{count} failed runs in a row"
 
     @admin.display(description="preview")
