@@ -177,6 +177,34 @@ def write_results(name: str, output: str, status: object) -> Path:
     return path
 
 
+def layouts_against_target(description: str, target_n: int, target_seconds: float,
+                           heading: str, target: str,
+                           run_layout: Callable[[str, int, int], float]) -> int:
+    """The ``main`` of a script that times one call per table layout against a target
+    of ``target_seconds`` for ``target_n`` items (scaled to ``--n``): options ``--n``,
+    ``--repeat`` and ``--layouts``; ``run_layout(url, n, repeat)`` returns the median to
+    hold against the target. ``heading`` and ``target`` are formatted with ``n``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--n", type=int, default=target_n)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--layouts", default="standalone,awa")
+    args = parser.parse_args()
+    n = args.n
+    limit = target_seconds * n / target_n
+    met = True
+    with databases("awabeat_bench") as dbs:
+        for layout in args.layouts.split(","):
+            print(f"-- {layout}: {heading.format(n=f'{n:,}')}")
+            seconds = run_layout(dbs.fresh(layout), n, args.repeat)
+            ok = seconds <= limit
+            met = met and ok
+            print(f"  target: {target.format(n=f'{n:,}')} in at most {limit:.1f} s: "
+                  f"{'met' if ok else 'NOT met'} ({seconds:.3f} s)")
+    return 0 if met else 1
+
+
 def run(main: Callable[[], Any]) -> None:
     """Run a script's ``main``, record what it printed, and exit with its status.
 

@@ -12,7 +12,6 @@ the median met it and exits 1 if not.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from pathlib import Path
@@ -72,23 +71,9 @@ def run_layout(url: str, n: int, repeat: int) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=TARGET_N)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--layouts", default="standalone,awa")
-    args = parser.parse_args()
-    n = args.n
-    limit = TARGET_SECONDS * n / TARGET_N
-    met = True
-    with common.databases("awabeat_bench") as dbs:
-        for layout in args.layouts.split(","):
-            print(f"-- {layout}: add_many of {n:,} schedules")
-            added = run_layout(dbs.fresh(layout), n, args.repeat)
-            ok = added <= limit
-            met = met and ok
-            print(f"  target: {n:,} new in at most {limit:.1f} s: "
-                  f"{'met' if ok else 'NOT met'} ({added:.3f} s)")
-    return 0 if met else 1
+    return common.layouts_against_target(__doc__.splitlines()[0], TARGET_N, TARGET_SECONDS,
+                                         "add_many of {n} schedules", "{n} new",
+                                         run_layout)
 
 
 if __name__ == "__main__":

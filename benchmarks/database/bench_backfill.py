@@ -15,7 +15,6 @@ and exits 1 if not.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -75,23 +74,9 @@ def run_layout(url: str, n: int, repeat: int) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=TARGET_N)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--layouts", default="standalone,awa")
-    args = parser.parse_args()
-    n = args.n
-    limit = TARGET_SECONDS * n / TARGET_N
-    met = True
-    with common.databases("awabeat_bench") as dbs:
-        for layout in args.layouts.split(","):
-            print(f"-- {layout}: backfill of {n:,} fire times in one call")
-            inserted = run_layout(dbs.fresh(layout), n, args.repeat)
-            ok = inserted <= limit
-            met = met and ok
-            print(f"  target: {n:,} in at most {limit:.1f} s: "
-                  f"{'met' if ok else 'NOT met'} ({inserted:.3f} s)")
-    return 0 if met else 1
+    return common.layouts_against_target(__doc__.splitlines()[0], TARGET_N, TARGET_SECONDS,
+                                         "backfill of {n} fire times in one call", "{n}",
+                                         run_layout)
 
 
 if __name__ == "__main__":
